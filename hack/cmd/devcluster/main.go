@@ -1,0 +1,161 @@
+// Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
+//
+//	devcluster [flags] up            start the stack (idempotent); prints the kubeconfig path last
+//	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
+//	devcluster [flags] status        show each daemon and its pid
+//	devcluster host add|del NAME     create or remove a test host (network namespace)
+//	devcluster host list             list the test hosts with their addresses
+//	devcluster net-down              remove every test host and the bridge
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/d8virt/hack/pkg/localnet"
+	"github.com/d8virt/hack/pkg/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	name := flag.String("name", envOr("D8V_STACK", "dev"), "stack name; its state lives in <cache>/stacks/<name> (env D8V_STACK)")
+	stateDir := flag.String("state-dir", os.Getenv("D8V_STATE_DIR"), "state directory, overriding the one derived from -name (env D8V_STATE_DIR)")
+	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|host add|del|list [NAME]|net-down")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	args := flag.Args()
+	if len(args) == 0 {
+		flag.Usage()
+		return errors.New("no command")
+	}
+
+	cfg, err := stack.DefaultConfig(*name, *portBase, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if *stateDir != "" {
+		cfg.StateDir = *stateDir
+	}
+	s, err := stack.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	switch args[0] {
+	case "up":
+		if err := stack.EnsureBinaries(os.Stderr); err != nil {
+			return err
+		}
+		if err := s.Up(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "apiserver %s is ready; logs in %s/logs\n", s.Server(), cfg.StateDir)
+		fmt.Println(s.KubeconfigPath())
+	case "down":
+		fs := flag.NewFlagSet("down", flag.ExitOnError)
+		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
+		_ = fs.Parse(args[1:])
+		return s.Down(*purge)
+	case "status":
+		st := s.Status()
+		names := make([]string, 0, len(st))
+		for n := range st {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if st[n] == 0 {
+				fmt.Printf("%-24s stopped\n", n)
+			} else {
+				fmt.Printf("%-24s running (pid %d)\n", n, st[n])
+			}
+		}
+		if !s.Running() {
+			return errors.New("stack is not fully running")
+		}
+	case "host":
+		return host(cfg.Net, args[1:])
+	case "net-down":
+		return netDown(cfg.Net)
+	default:
+		flag.Usage()
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return nil
+}
+
+func host(n localnet.Net, args []string) error {
+	if len(args) == 1 && args[0] == "list" {
+		hosts, err := n.Hosts()
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			fmt.Printf("%-20s %-16s netns %s\n", h.Name, h.IP, h.NetNS)
+		}
+		return nil
+	}
+	if len(args) != 2 {
+		return errors.New("usage: devcluster host add|del|list [NAME]")
+	}
+	switch args[0] {
+	case "add":
+		h, err := n.AddHost(args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s\n", h.NetNS, h.IP)
+		return nil
+	case "del":
+		return n.DeleteHost(args[1])
+	}
+	return fmt.Errorf("unknown host command %q", args[0])
+}
+
+func netDown(n localnet.Net) error {
+	hosts, err := n.Hosts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hosts {
+		errs = append(errs, n.DeleteHost(h.Name))
+	}
+	if _, err := net.InterfaceByName(n.Bridge); err == nil {
+		errs = append(errs, n.DeleteBridge())
+	}
+	return errors.Join(errs...)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	var v int
+	if _, err := fmt.Sscan(os.Getenv(key), &v); err == nil {
+		return v
+	}
+	return def
+}

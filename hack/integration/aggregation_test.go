@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/d8virt/hack/pkg/testenv"
+)
+
+const aggGroup = "aggtest.stack.test.d8v.io"
+
+var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// aggServer is a minimal aggregated API server: it trusts only the front-proxy client certificate
+// and answers with the identity the apiserver forwarded in the request headers.
+func aggServer(t *testing.T) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/apis/"+aggGroup+"/v1", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": aggGroup + "/v1",
+			"resources": []any{map[string]any{"name": "echoes", "namespaced": true, "kind": "Echo", "verbs": []string{"get"}}},
+		})
+	})
+	mux.HandleFunc("/apis/"+aggGroup+"/v1/namespaces/{ns}/echoes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"kind": "Echo", "apiVersion": aggGroup + "/v1",
+			"metadata": map[string]any{"name": r.PathValue("name"), "namespace": r.PathValue("ns")},
+			"user":     r.Header.Get("X-Remote-User"),
+			"groups":   r.Header.Values("X-Remote-Group"),
+		})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || r.TLS.VerifiedChains[0][0].Subject.CommonName != "front-proxy-client" {
+			http.Error(w, "only the front proxy may call", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func TestAggregatedAPIThroughFrontProxy(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := testenv.Context(t)
+	ns := env.Namespace(t)
+	host := env.Host(t, "aggapi")
+
+	auth, err := env.Kube.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("front-proxy CA: %v", err)
+	}
+	clientCAs := x509.NewCertPool()
+	if !clientCAs.AppendCertsFromPEM([]byte(auth.Data["requestheader-client-ca-file"])) {
+		t.Fatal("extension-apiserver-authentication has no requestheader-client-ca-file")
+	}
+	svcName := "aggapi." + ns + ".svc"
+	cert, caPEM := testenv.ServingCert(t, []string{svcName}, nil)
+	ln, err := host.Listen("tcp", net.JoinHostPort(host.IP.String(), "8443"))
+	if err != nil {
+		t.Fatalf("listen in test host: %v", err)
+	}
+	srv := &http.Server{Handler: aggServer(t), TLSConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs, ClientAuth: tls.VerifyClientCertIfGiven,
+	}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	exposeService(ctx, t, env, ns, "aggapi", host.IP.String(), 8443)
+
+	svc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1." + aggGroup},
+		"spec": map[string]any{
+			"group": aggGroup, "version": "v1",
+			"service":              map[string]any{"namespace": ns, "name": "aggapi", "port": int64(443)},
+			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
+			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+		},
+	}}
+	apisvc := env.Dynamic.Resource(apiServices)
+	if _, err := apisvc.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create APIService: %v", err)
+	}
+	t.Cleanup(func() { _ = apisvc.Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{}) })
+
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := apisvc.Get(ctx, svc.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Available" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("APIService never became Available: %v", err)
+	}
+
+	body, err := env.Kube.Discovery().RESTClient().Get().
+		AbsPath("/apis", aggGroup, "v1", "namespaces", ns, "echoes", "hello").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("GET through the aggregator: %v", err)
+	}
+	var echo struct {
+		Metadata struct{ Name string }
+		User     string
+		Groups   []string
+	}
+	if err := json.Unmarshal(body, &echo); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	if echo.Metadata.Name != "hello" || echo.User != "kubernetes-admin" || !strings.Contains(fmt.Sprint(echo.Groups), "system:masters") {
+		t.Fatalf("aggregated server saw %+v, want user kubernetes-admin in system:masters", echo)
+	}
+}
+
+// exposeService creates a selectorless Service with hand-made endpoints, the way an out-of-cluster
+// server is put behind a Service.
+func exposeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, ip string, port int32) {
+	t.Helper()
+	_, err := env.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "https", Port: 443, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP,
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create service: %v", err)
+	}
+	portName, proto := "https", corev1.ProtocolTCP
+	ready := true
+	_, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "testenv",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create endpoint slice: %v", err)
+	}
+	//nolint:staticcheck // The aggregator of some releases still resolves through Endpoints.
+	_, err = env.Kube.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: ip}},
+			Ports:     []corev1.EndpointPort{{Name: portName, Port: port, Protocol: proto}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create endpoints: %v", err)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/d8virt/virtualization-controller
+
+go 1.26.0
