@@ -21,7 +21,9 @@ type process struct {
 }
 
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.cfg.StateDir, "run", name+".pid") }
-func (s *Stack) logFile(name string) string { return filepath.Join(s.cfg.StateDir, "logs", name+".log") }
+func (s *Stack) logFile(name string) string {
+	return filepath.Join(s.cfg.StateDir, "logs", name+".log")
+}
 
 // running returns the pid of the process if it is alive and still runs the stack's binary; a pid
 // that the kernel gave to some other program since is not ours.
@@ -34,12 +36,9 @@ func (s *Stack) running(p process) (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return 0, false
-	}
-	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-	if string(argv0) != p.bin {
+	// The exe link, unlike cmdline, is already set while the kernel is still loading the binary.
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil || strings.TrimSuffix(exe, " (deleted)") != p.bin {
 		return 0, false
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && isZombie(stat) {
@@ -77,8 +76,14 @@ func (s *Stack) start(p process) error {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("record pid of %s: %w", p.name, err)
 	}
-	// Reap the child if this process lives long enough; otherwise init adopts it.
-	go func() { _ = cmd.Wait() }()
+	// Reap the child if this process lives long enough (otherwise init adopts it), and keep its
+	// exit status for the error message of a failed start.
+	go func() {
+		err := cmd.Wait()
+		s.mu.Lock()
+		s.exits[p.name] = fmt.Sprintf("%v", err)
+		s.mu.Unlock()
+	}()
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,9 @@ func (c Config) SchedulerPort() int  { return c.PortBase + 4 }
 // Stack is a configured control plane; it holds no state of its own beyond the state directory.
 type Stack struct {
 	cfg Config
+
+	mu    sync.Mutex
+	exits map[string]string // exit status of daemons this process started, by name
 }
 
 // New validates cfg and fills in defaults.
@@ -76,7 +80,7 @@ func New(cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("stack: state dir: %w", err)
 	}
 	cfg.StateDir = abs
-	return &Stack{cfg: cfg}, nil
+	return &Stack{cfg: cfg, exits: map[string]string{}}, nil
 }
 
 // Config returns the effective configuration.
@@ -332,7 +336,11 @@ func (s *Stack) poll(ctx context.Context, p process, timeout time.Duration, chec
 	var last error
 	for {
 		if _, ok := s.running(p); !ok {
-			return fmt.Errorf("%s exited during start-up", p.name)
+			time.Sleep(100 * time.Millisecond) // let the reaper record the exit status
+			s.mu.Lock()
+			status := s.exits[p.name]
+			s.mu.Unlock()
+			return fmt.Errorf("%s exited during start-up (%s)", p.name, status)
 		}
 		if last = check(); last == nil {
 			return nil

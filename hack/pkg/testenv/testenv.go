@@ -107,7 +107,7 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
-	base, err := freePortBase(n)
+	base, err := FreePortBase(n)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,8 +158,8 @@ func ping(ctx context.Context, kube kubernetes.Interface) error {
 	return nil
 }
 
-// freePortBase finds five consecutive free ports for a private stack.
-func freePortBase(n localnet.Net) (int, error) {
+// FreePortBase finds five consecutive free ports for a private stack.
+func FreePortBase(n localnet.Net) (int, error) {
 	for try := 0; try < 50; try++ {
 		var b [2]byte
 		_, _ = rand.Read(b[:])
