@@ -140,8 +140,8 @@ func TestAggregatedAPIThroughFrontProxy(t *testing.T) {
 	}
 }
 
-// exposeService creates a selectorless Service with hand-made endpoints, the way an out-of-cluster
-// server is put behind a Service.
+// exposeService creates a selectorless Service with a hand-made EndpointSlice, the way a server
+// outside any pod is put behind a Service.
 func exposeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, ip string, port int32) {
 	t.Helper()
 	_, err := env.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
@@ -165,16 +165,5 @@ func exposeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create endpoint slice: %v", err)
-	}
-	//nolint:staticcheck // The aggregator of some releases still resolves through Endpoints.
-	_, err = env.Kube.CoreV1().Endpoints(ns).Create(ctx, &corev1.Endpoints{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Subsets: []corev1.EndpointSubset{{
-			Addresses: []corev1.EndpointAddress{{IP: ip}},
-			Ports:     []corev1.EndpointPort{{Name: portName, Port: port, Protocol: proto}},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create endpoints: %v", err)
 	}
 }
