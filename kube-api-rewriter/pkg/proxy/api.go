@@ -1,0 +1,48 @@
+// Package proxy holds the sidecar's HTTP handlers: the api listener, a reverse proxy to the real
+// apiserver around the rewriting transport, and the webhook listener, which the apiserver calls
+// with AdmissionReviews for renamed kinds.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+
+	"github.com/d8virt/kube-api-rewriter/pkg/transport"
+)
+
+// NewAPI returns the api listener's handler: everything is forwarded to upstream through rt, the
+// rewriting transport, which also carries the upstream credentials. Upgrades (exec, port-forward,
+// console) pass through, and responses of unknown length, such as watches, are flushed as they
+// arrive.
+func NewAPI(upstream *url.URL, rt http.RoundTripper, log *slog.Logger) http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.Out.Host = upstream.Host
+			// The component is not the one to prove identity: the upstream credentials are.
+			pr.Out.Header.Del("Authorization")
+		},
+		Transport:     rt,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			log.Warn("upstream request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			WriteStatus(w, http.StatusBadGateway, "ServiceUnavailable", fmt.Sprintf("kube-api-rewriter: upstream: %v", err))
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// WriteStatus answers with a metav1 Status.
+func WriteStatus(w http.ResponseWriter, code int, reason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(transport.StatusJSON(code, reason, msg))
+}

@@ -1,0 +1,5 @@
+package rewrite
+
+import "io"
+
+var ioEOF = io.EOF

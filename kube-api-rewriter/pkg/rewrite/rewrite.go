@@ -1,0 +1,318 @@
+// Package rewrite renames Kubernetes API payloads between the component's view
+// (original names, e.g. kubevirt.io) and the cluster's view (renamed names, e.g.
+// internal.virtualization.deckhouse.io), following a *rules.Rules.
+//
+// Every function is pure: it takes bytes (or strings) and returns new bytes; the
+// input is never modified. JSON bodies are processed by a single-pass scanner
+// that copies unchanged bytes in large chunks and only rewrites string tokens at
+// known places (apiVersion, kind, label/annotation/finalizer keys, selectors,
+// owner references, ...). Nothing is unmarshalled into Go values, so a 13 MB
+// list costs one copy.
+//
+// Malformed JSON never panics: it is reported as a *SyntaxError, and the input
+// is left as it was.
+package rewrite
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/d8virt/kube-api-rewriter/pkg/rules"
+)
+
+// Direction of a rewrite.
+type Direction uint8
+
+const (
+	// Rename goes from the component's view to the cluster's view (requests).
+	Rename Direction = iota
+	// Restore goes from the cluster's view to the component's view (responses).
+	Restore
+)
+
+func (d Direction) String() string {
+	if d == Rename {
+		return "rename"
+	}
+	return "restore"
+}
+
+// Target names the object kind a body is about when the body does not say it
+// itself (patches, list items without apiVersion/kind). Group and Kind are in
+// the view of the input (component view for Rename, cluster view for Restore).
+// The zero Target means "unknown": only generic metadata is rewritten then.
+type Target struct {
+	Group string
+	Kind  string
+}
+
+// Rewriter applies one rule set. It is immutable and safe for concurrent use.
+type Rewriter struct {
+	rules      *rules.Rules
+	sch        *schemas
+	restoreMsg *strings.Replacer
+	renameMsg  *strings.Replacer
+}
+
+// New returns a Rewriter for the given (loaded) rules.
+func New(r *rules.Rules) *Rewriter {
+	rw := &Rewriter{rules: r, sch: buildSchemas()}
+	rw.buildMessageReplacers()
+	return rw
+}
+
+// Rules returns the rules of the rewriter.
+func (rw *Rewriter) Rules() *rules.Rules { return rw.rules }
+
+func (rw *Rewriter) group(d Direction, g string) (string, bool) {
+	if g == "" {
+		return g, false
+	}
+	if d == Rename {
+		return rw.rules.RenameGroup(g)
+	}
+	return rw.rules.RestoreGroup(g)
+}
+
+func (rw *Rewriter) kind(d Direction, g, k string) (string, bool) {
+	if d == Rename {
+		return rw.rules.RenameKind(g, k)
+	}
+	return rw.rules.RestoreKind(g, k)
+}
+
+func (rw *Rewriter) resource(d Direction, g, res string) (string, bool) {
+	if d == Rename {
+		return rw.rules.RenameResource(g, res)
+	}
+	return rw.rules.RestoreResource(g, res)
+}
+
+// message replaces qualified names in free text (Status messages). Restore
+// replaces every renamed name (groups, kinds, resources, key prefixes); Rename
+// only replaces qualified names ("resource.group", "Kind.group") and groups in
+// "group/version" form, because bare original kinds are ambiguous.
+func (rw *Rewriter) message(d Direction, s string) (string, bool) {
+	rp := rw.restoreMsg
+	if d == Rename {
+		rp = rw.renameMsg
+	}
+	ns := rp.Replace(s)
+	return ns, ns != s
+}
+
+func (rw *Rewriter) buildMessageReplacers() {
+	type pair struct{ from, to string }
+	var restore, rename []pair
+	r := rw.rules
+	for _, k := range r.Kinds() {
+		o, n := k.Original, k.Renamed
+		restore = append(restore,
+			pair{n.Plural + "." + n.Group, o.Plural + "." + o.Group},
+			pair{n.Kind + "." + n.Group, o.Kind + "." + o.Group},
+			pair{n.ListKind, o.ListKind}, pair{n.Kind, o.Kind},
+			pair{n.Plural, o.Plural}, pair{n.Singular, o.Singular})
+		rename = append(rename,
+			pair{o.Plural + "." + o.Group, n.Plural + "." + n.Group},
+			pair{o.Kind + "." + o.Group, n.Kind + "." + n.Group})
+	}
+	for _, g := range r.Groups {
+		rn, _ := r.RenameGroup(g.Name)
+		restore = append(restore, pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
+		rename = append(rename, pair{g.Name + "/", rn + "/"})
+	}
+	for _, p := range r.MetadataPrefixes {
+		if !strings.HasPrefix(p.From, "*") {
+			restore = append(restore, pair{p.To + "/", p.From + "/"})
+		}
+	}
+	mk := func(ps []pair) *strings.Replacer {
+		sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].from) > len(ps[j].from) })
+		var args []string
+		seen := map[string]bool{}
+		for _, p := range ps {
+			if seen[p.from] {
+				continue
+			}
+			seen[p.from] = true
+			args = append(args, p.from, p.to)
+		}
+		return strings.NewReplacer(args...)
+	}
+	rw.restoreMsg = mk(restore)
+	rw.renameMsg = mk(rename)
+}
+
+func (w *walker) categories(_ *node, sb *sib) {
+	if w.peek() != '[' || sb == nil {
+		w.skip()
+		return
+	}
+	g, ok := w.groupOf(sb, &node{ctxFallback: true})
+	if !ok {
+		w.skip()
+		return
+	}
+	res := sb.res
+	if i := strings.IndexByte(res, '/'); i >= 0 {
+		w.skip() // a subresource has no categories of its own
+		return
+	}
+	r := w.rw.rules
+	var kr *rules.KindRule
+	if w.dir == Rename {
+		if kr = r.LookupKind(g, sb.kind); kr == nil {
+			kr = r.LookupResource(g, res)
+		}
+	} else {
+		if kr = r.LookupRenamedKind(g, sb.kind); kr == nil {
+			kr = r.LookupRenamedResource(g, res)
+		}
+	}
+	start := w.pos
+	w.skip()
+	if kr == nil {
+		return
+	}
+	cats := kr.Renamed.Categories
+	if w.dir == Restore {
+		cats = kr.Original.Categories
+	}
+	buf := []byte{'['}
+	for i, c := range cats {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendQuoted(buf, c)
+	}
+	buf = append(buf, ']')
+	w.replaceRaw(start, w.pos, buf)
+}
+
+func (w *walker) admissionPatch(_ *node, _ *sib) {
+	if w.peek() != '"' {
+		w.skip()
+		return
+	}
+	s, e, v := w.str()
+	raw, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		w.pos = s
+		w.fail("admission response patch is not base64: " + err.Error())
+	}
+	np, err := w.rw.jsonPatch(w.dir, raw, w.target)
+	if err != nil {
+		w.pos = s
+		w.fail("admission response patch: " + err.Error())
+	}
+	w.replaceString(s, e, base64.StdEncoding.EncodeToString(np))
+}
+
+// run executes fn over src with panics converted to errors.
+func (rw *Rewriter) run(d Direction, dst, src []byte, t Target, fn func(w *walker)) (out []byte, err error) {
+	w := &walker{rw: rw, dir: d, target: t}
+	w.src = src
+	if dst == nil {
+		dst = make([]byte, 0, len(src)+len(src)/8+64)
+	}
+	w.out = dst
+	w.scopes = []*scope{{}}
+	defer func() {
+		if p := recover(); p != nil {
+			se, ok := p.(scanError)
+			if !ok {
+				panic(p)
+			}
+			out, err = nil, se.err
+		}
+	}()
+	fn(w)
+	w.ws()
+	if w.pos != len(src) {
+		w.fail("unexpected data after the JSON value")
+	}
+	w.flushTo(len(src))
+	return w.out, nil
+}
+
+// Object rewrites any Kubernetes JSON document: an object, a List of any kind,
+// a Status, a Table, discovery documents, CRDs and AdmissionReviews. t is used
+// when the document has no apiVersion/kind (pass Target{} when unknown). On
+// Restore, list items of hidden original groups (CRDs, discovery) are dropped.
+func (rw *Rewriter) Object(d Direction, body []byte, t Target) ([]byte, error) {
+	return rw.AppendObject(d, nil, body, t)
+}
+
+// AppendObject is Object appending to dst.
+func (rw *Rewriter) AppendObject(d Direction, dst, body []byte, t Target) ([]byte, error) {
+	return rw.run(d, dst, body, t, func(w *walker) {
+		w.ws()
+		if w.peek() != '{' {
+			w.skip()
+			return
+		}
+		w.top(t.Group, t.Kind, t.Kind != "")
+	})
+}
+
+// Rename is Object(Rename, body, Target{}).
+func (rw *Rewriter) Rename(body []byte) ([]byte, error) { return rw.Object(Rename, body, Target{}) }
+
+// Restore is Object(Restore, body, Target{}).
+func (rw *Rewriter) Restore(body []byte) ([]byte, error) { return rw.Object(Restore, body, Target{}) }
+
+// WatchEvent rewrites one watch event {"type":...,"object":...} appending to
+// dst. drop is true when the event is about an object hidden from the
+// component (Restore only); out is then dst unchanged. ERROR events carry a
+// Status and BOOKMARK events a bare object; both are handled.
+func (rw *Rewriter) WatchEvent(d Direction, dst, event []byte, t Target) (out []byte, drop bool, err error) {
+	var hidden bool
+	mark := len(dst)
+	out, err = rw.run(d, dst, event, t, func(w *walker) {
+		w.ws()
+		if w.peek() != '{' {
+			w.fail("watch event is not an object")
+		}
+		sc := &scope{element: true}
+		w.push(sc)
+		w.eachKey(func(_, _ int, key string) {
+			w.ws()
+			if key == "object" && w.peek() == '{' {
+				w.top(t.Group, t.Kind, t.Kind != "")
+				return
+			}
+			w.skip()
+		})
+		w.pop()
+		hidden = sc.hide && d == Restore
+	})
+	if err != nil {
+		return dst[:mark], false, err
+	}
+	if hidden {
+		return out[:mark], true, nil
+	}
+	return out, false, nil
+}
+
+// AdmissionReview rewrites an AdmissionReview: on Restore the request (kind,
+// resource, requestKind, requestResource, object, oldObject), on Rename the
+// response patch (base64 JSON patch, rewritten for target t, the request's
+// kind in the component view) and status message.
+func (rw *Rewriter) AdmissionReview(d Direction, body []byte, t Target) ([]byte, error) {
+	return rw.run(d, nil, body, t, func(w *walker) {
+		w.ws()
+		if w.peek() != '{' {
+			w.fail("AdmissionReview is not an object")
+		}
+		w.top("admission.k8s.io", "AdmissionReview", true)
+	})
+}
+
+// ErrUnsupportedContentType is returned by Patch for unknown patch types.
+var ErrUnsupportedContentType = errors.New("rewrite: unsupported content type")
+
+func errorf(format string, a ...any) error { return fmt.Errorf("rewrite: "+format, a...) }

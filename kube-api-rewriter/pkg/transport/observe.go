@@ -1,0 +1,87 @@
+package transport
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
+)
+
+// verbOf names the Kubernetes verb of a request, as the apiserver's audit log would.
+func verbOf(req *http.Request, ri rewrite.RequestInfo) string {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		if ri.Watch || req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+			return "watch"
+		}
+		if ri.Kind == rewrite.PathResource && ri.Name == "" {
+			return "list"
+		}
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		if ri.Kind == rewrite.PathResource && ri.Name == "" {
+			return "deletecollection"
+		}
+		return "delete"
+	}
+	return "other"
+}
+
+// resourceLabel keeps the metric's cardinality bounded by resource, never by object name.
+func resourceLabel(ri rewrite.RequestInfo) string {
+	switch ri.Kind {
+	case rewrite.PathResource:
+		r := ri.Resource
+		if ri.Group != "" {
+			r += "." + ri.Group
+		}
+		if ri.Subresource != "" {
+			sub, _, _ := strings.Cut(ri.Subresource, "/")
+			r += "/" + sub
+		}
+		return r
+	case rewrite.PathOther:
+		return "nonresource"
+	}
+	return "discovery"
+}
+
+func (t *RoundTripper) observe(resource, verb string, resp *http.Response, err error, start time.Time) {
+	m := t.o.Metrics
+	if m == nil {
+		return
+	}
+	code := "error"
+	if err == nil && resp != nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	m.Requests.WithLabelValues(t.o.Listener, resource, verb, code).Inc()
+	m.Duration.WithLabelValues(t.o.Listener, verb).Observe(time.Since(start).Seconds())
+}
+
+func (t *RoundTripper) rewritten(payload string, d rewrite.Direction) {
+	if t.o.Metrics != nil {
+		t.o.Metrics.Rewrites.WithLabelValues(payload, d.String()).Inc()
+	}
+}
+
+func (t *RoundTripper) rewriteError(payload string, d rewrite.Direction, err error) {
+	if t.o.Metrics != nil {
+		t.o.Metrics.RewriteErrors.WithLabelValues(payload, d.String()).Inc()
+	}
+	t.o.Log.Warn("rewrite failed", "payload", payload, "direction", d.String(), "err", err)
+}
+
+func (t *RoundTripper) addBytes(direction string, n int) {
+	if t.o.Metrics != nil && n > 0 {
+		t.o.Metrics.Bytes.WithLabelValues(t.o.Listener, direction).Add(float64(n))
+	}
+}

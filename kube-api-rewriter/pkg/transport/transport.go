@@ -1,0 +1,322 @@
+// Package transport is the rewriter's engine: an http.RoundTripper that takes requests in the
+// component's view (kubevirt.io), sends them renamed to the cluster, and hands back responses
+// restored to the component's view. The sidecar proxy and in-process users (Wrap on a rest.Config)
+// share it.
+//
+// What is rewritten:
+//   - discovery (/api, /apis, /apis/G, /apis/G/V) and every API resource request, except the
+//     passthrough set below: paths, labelSelector and fieldSelector, request bodies and patches,
+//     and JSON responses (objects, lists streamed item by item, watch streams event by event,
+//     Status errors and Tables);
+//   - only JSON: for a request it rewrites, protobuf is taken out of Accept; a protobuf request
+//     body it would have to rewrite is refused with 415.
+//
+// What passes through untouched, protobuf and all: non-API paths, streaming subresources (exec,
+// attach, portforward, log, proxy) and upgrade requests, the aggregated subresources API, and
+// resources that never carry renamed names (leases, token and access reviews).
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/d8virt/kube-api-rewriter/pkg/metrics"
+	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
+)
+
+// Options configure the engine.
+type Options struct {
+	Rewriter *rewrite.Rewriter
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Listener labels the metrics ("api", "inprocess").
+	Listener string
+	// Log receives errors, and at debug level a structural diff of each rewritten request body.
+	Log *slog.Logger
+}
+
+// RoundTripper rewrites around next.
+type RoundTripper struct {
+	next http.RoundTripper
+	o    Options
+}
+
+// New wraps next, which talks to the cluster with its own credentials.
+func New(next http.RoundTripper, o Options) *RoundTripper {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Listener == "" {
+		o.Listener = "inprocess"
+	}
+	return &RoundTripper{next: next, o: o}
+}
+
+// passthroughGroups never hold renamed names in their payloads.
+var passthroughGroups = map[string]bool{
+	"coordination.k8s.io":   true,
+	"authentication.k8s.io": true,
+	"authorization.k8s.io":  true,
+}
+
+// streamingSubresources are byte streams or upgrades, never API objects.
+var streamingSubresources = map[string]bool{
+	"exec": true, "attach": true, "portforward": true, "log": true, "proxy": true,
+}
+
+func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool {
+	if req.Header.Get("Upgrade") != "" {
+		return false
+	}
+	switch ri.Kind {
+	case rewrite.PathLegacyRoot, rewrite.PathRoot, rewrite.PathGroup, rewrite.PathGroupVersion:
+		return true
+	case rewrite.PathResource:
+		sub, _, _ := strings.Cut(ri.Subresource, "/")
+		if streamingSubresources[sub] || passthroughGroups[ri.Group] {
+			return false
+		}
+		// The core's aggregated API serves commands and streams, and is not renamed.
+		if _, renamed := t.o.Rewriter.Rules().RenameGroup(ri.Group); !renamed && t.o.Rewriter.Rules().IsOriginalGroup(ri.Group) {
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	ri := rewrite.ParsePath(req.URL.Path)
+	verb := verbOf(req, ri)
+	resource := resourceLabel(ri)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if t.rewrites(req, ri) {
+		resp, err = t.rewriteRoundTrip(req, ri, verb == "watch")
+	} else {
+		resp, err = t.next.RoundTrip(req)
+	}
+	t.observe(resource, verb, resp, err, start)
+	return resp, err
+}
+
+func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInfo, watch bool) (*http.Response, error) {
+	rw := t.o.Rewriter
+	out := req.Clone(req.Context())
+	if p, ok := rw.Path(rewrite.Rename, req.URL.Path); ok {
+		out.URL.Path, out.URL.RawPath = p, ""
+	}
+	if req.URL.RawQuery != "" {
+		q, err := rw.Query(rewrite.Rename, ri, req.URL.RawQuery)
+		if err != nil {
+			t.rewriteError("query", rewrite.Rename, err)
+			return statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf("kube-api-rewriter: query: %v", err)), nil
+		}
+		out.URL.RawQuery = q
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		if resp := t.renameBody(req, out, ri); resp != nil {
+			return resp, nil
+		}
+	}
+	out.Header.Set("Accept", jsonAccept(req.Header.Get("Accept")))
+	// Without an Accept-Encoding of our own, the transport asks for gzip and inflates it for us.
+	out.Header.Del("Accept-Encoding")
+
+	resp, err := t.next.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	if !isJSON(resp.Header.Get("Content-Type")) || resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp, nil
+	}
+	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
+	if watch && resp.StatusCode == http.StatusOK {
+		resp.Body = t.restoreWatch(resp.Body, target, resourceLabel(ri))
+	} else {
+		resp.Body = t.restoreStream(resp.Body, target)
+	}
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	resp.Uncompressed = true
+	return resp, nil
+}
+
+// renameBody rewrites the request body into out. It returns a response to send instead when the
+// body cannot be rewritten.
+func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo) *http.Response {
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf("kube-api-rewriter: read request body: %v", err))
+	}
+	ct := req.Header.Get("Content-Type")
+	target := t.o.Rewriter.TargetFor(rewrite.Rename, ri)
+	var renamed []byte
+	payload := "object"
+	switch {
+	case len(body) == 0:
+		renamed = body
+	case req.Method == http.MethodPatch:
+		payload = "patch"
+		renamed, err = t.o.Rewriter.Patch(rewrite.Rename, ct, body, target)
+	case isJSON(ct) || ct == "":
+		renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+	default:
+		return statusResponse(req, http.StatusUnsupportedMediaType, "UnsupportedMediaType",
+			fmt.Sprintf("kube-api-rewriter: %s bodies of %s cannot be rewritten; send application/json", ct, ri.Resource))
+	}
+	if err != nil {
+		t.rewriteError(payload, rewrite.Rename, err)
+		code, reason := http.StatusBadRequest, "BadRequest"
+		if errors.Is(err, rewrite.ErrUnsupportedContentType) {
+			code, reason = http.StatusUnsupportedMediaType, "UnsupportedMediaType"
+		}
+		return statusResponse(req, code, reason, fmt.Sprintf("kube-api-rewriter: %s body: %v", payload, err))
+	}
+	t.rewritten(payload, rewrite.Rename)
+	if t.o.Log.Enabled(req.Context(), slog.LevelDebug) {
+		if changes, derr := rewrite.Diff(body, renamed, 50); derr == nil && len(changes) > 0 {
+			t.o.Log.Debug("renamed request body", "method", req.Method, "path", req.URL.Path, "diff", rewrite.FormatDiff(changes))
+		}
+	}
+	t.addBytes("in", len(body))
+	out.Body = io.NopCloser(bytes.NewReader(renamed))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(renamed)), nil }
+	out.ContentLength = int64(len(renamed))
+	out.Header.Set("Content-Length", strconv.Itoa(len(renamed)))
+	return nil
+}
+
+// restoreStream restores a response document as it arrives, list items one at a time.
+func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		defer body.Close()
+		cw := &countingWriter{w: pw}
+		err := t.o.Rewriter.ObjectStream(rewrite.Restore, cw, body, target)
+		t.addBytes("out", cw.n)
+		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.rewriteError("object", rewrite.Restore, err)
+			t.o.Log.Error("restore response", "err", err)
+		} else {
+			t.rewritten("object", rewrite.Restore)
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+// restoreWatch restores a watch stream event by event; events about hidden objects are dropped.
+func (t *RoundTripper) restoreWatch(body io.ReadCloser, target rewrite.Target, resource string) io.ReadCloser {
+	pr, pw := io.Pipe()
+	if t.o.Metrics != nil {
+		t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Inc()
+	}
+	go func() {
+		defer body.Close()
+		if t.o.Metrics != nil {
+			defer t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Dec()
+		}
+		dec := json.NewDecoder(body)
+		var raw json.RawMessage
+		var buf []byte
+		for {
+			if err := dec.Decode(&raw); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				pw.CloseWithError(err)
+				return
+			}
+			out, drop, err := t.o.Rewriter.WatchEvent(rewrite.Restore, buf[:0], raw, target)
+			if err != nil {
+				t.rewriteError("watch_event", rewrite.Restore, err)
+				t.o.Log.Error("restore watch event", "err", err)
+				pw.CloseWithError(err)
+				return
+			}
+			t.rewritten("watch_event", rewrite.Restore)
+			buf = out
+			if drop {
+				continue
+			}
+			out = append(out, '\n')
+			t.addBytes("out", len(out))
+			if _, err := pw.Write(out); err != nil {
+				return
+			}
+		}
+	}()
+	return pr
+}
+
+// jsonAccept keeps the JSON media types of an Accept header (Table and aggregated discovery
+// included) and drops protobuf, which the rewriter cannot read.
+func jsonAccept(accept string) string {
+	var keep []string
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == "application/json" || mt == "*/*" || mt == "application/*" {
+			keep = append(keep, strings.TrimSpace(part))
+		}
+	}
+	if len(keep) == 0 {
+		return "application/json"
+	}
+	return strings.Join(keep, ", ")
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// StatusJSON is a metav1 Status failure, the error format every Kubernetes client understands.
+func StatusJSON(code int, reason, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+		"status": "Failure", "message": msg, "reason": reason, "code": code,
+	})
+	return b
+}
+
+// statusResponse answers a request with a Status, as the apiserver would.
+func statusResponse(req *http.Request, code int, reason, msg string) *http.Response {
+	b := StatusJSON(code, reason, msg)
+	return &http.Response{
+		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(b)),
+		ContentLength: int64(len(b)),
+		Request:       req,
+	}
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
+}
