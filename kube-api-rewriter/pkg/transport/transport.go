@@ -8,8 +8,8 @@
 //     passthrough set below: paths, labelSelector and fieldSelector, request bodies and patches,
 //     and JSON responses (objects, lists streamed item by item, watch streams event by event,
 //     Status errors and Tables);
-//   - only JSON: for a request it rewrites, protobuf is taken out of Accept; a protobuf request
-//     body it would have to rewrite is refused with 415.
+//   - only JSON: for a request it rewrites, protobuf is taken out of Accept, and a protobuf body
+//     of a built-in kind is converted to JSON first; any other body type is refused with 415.
 //
 // What passes through untouched, protobuf and all: non-API paths, streaming subresources (exec,
 // attach, portforward, log, proxy) and upgrade requests, the aggregated subresources API, and
@@ -175,6 +175,11 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 		renamed, err = t.o.Rewriter.Patch(rewrite.Rename, ct, body, target)
 	case isJSON(ct) || ct == "":
 		renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+	case mediaType(ct) == protobufContentType:
+		if body, err = protobufToJSON(body); err == nil {
+			renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+			ct = "application/json"
+		}
 	default:
 		return statusResponse(req, http.StatusUnsupportedMediaType, "UnsupportedMediaType",
 			fmt.Sprintf("kube-api-rewriter: %s bodies of %s cannot be rewritten; send application/json", ct, ri.Resource))
@@ -196,6 +201,7 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	t.addBytes("in", len(body))
 	out.Body = io.NopCloser(bytes.NewReader(renamed))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(renamed)), nil }
+	out.Header.Set("Content-Type", ct)
 	out.ContentLength = int64(len(renamed))
 	out.Header.Set("Content-Length", strconv.Itoa(len(renamed)))
 	return nil
@@ -283,9 +289,17 @@ func jsonAccept(accept string) string {
 	return strings.Join(keep, ", ")
 }
 
-func isJSON(ct string) bool {
+func mediaType(ct string) string {
 	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+func isJSON(ct string) bool {
+	mt := mediaType(ct)
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // StatusJSON is a metav1 Status failure, the error format every Kubernetes client understands.
