@@ -81,6 +81,9 @@ test: deps fmt-check vet $(DEVCLUSTER) ## Unit and integration tests against a r
 	trap '$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
 	D8V_TEST_KUBECONFIG="$$kc" go test -count=1 -timeout 30m $(PKGS)
 
+# Benchmarks that need no cluster; each prints its figures side by side with a baseline.
+BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/
+
 .PHONY: bench
-bench: ## Benchmarks, printed side by side.
-	go test -run '^$$' -bench . -benchmem $(PKGS)
+bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json), with ratios.
+	go test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
