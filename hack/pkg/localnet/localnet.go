@@ -23,6 +23,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/d8virt/hack/pkg/filelock"
 )
 
 // Defaults of the one network every local stack on this machine shares.
@@ -224,20 +226,7 @@ func (n Net) freeAddr() (netip.Addr, error) {
 func (n Net) hostsDir() string { return filepath.Join(n.StateDir, "hosts") }
 
 // lock serialises address allocation between processes, such as parallel test binaries.
-func (n Net) lock() (func(), error) {
-	if err := os.MkdirAll(n.hostsDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", n.hostsDir(), err)
-	}
-	f, err := os.OpenFile(filepath.Join(n.StateDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open network lock: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("take network lock: %w", err)
-	}
-	return func() { f.Close() }, nil
-}
+func (n Net) lock() (func(), error) { return filelock.Lock(filepath.Join(n.StateDir, ".lock")) }
 
 // vethNames derives interface names from the host name; Linux allows 15 bytes.
 func vethNames(name string) (outer, inner string) {

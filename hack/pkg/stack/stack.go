@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/d8virt/hack/pkg/filelock"
 	"github.com/d8virt/hack/pkg/localnet"
 )
 
@@ -229,22 +229,8 @@ func (s *Stack) writeKubeconfigs() error {
 	return nil
 }
 
-// lock serialises up and down of one stack; the kernel drops it when the process exits, so it
-// can never go stale.
-func (s *Stack) lock() (func(), error) {
-	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create state dir: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open stack lock: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("take stack lock: %w", err)
-	}
-	return func() { f.Close() }, nil
-}
+// lock serialises up and down of one stack.
+func (s *Stack) lock() (func(), error) { return filelock.Lock(filepath.Join(s.cfg.StateDir, ".lock")) }
 
 // Up starts whatever part of the stack is not running and waits until the apiserver is ready and
 // the default namespaces and service account exist. Calling it on a running stack changes nothing.

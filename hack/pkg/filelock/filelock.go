@@ -1,0 +1,28 @@
+// Package filelock serialises work between processes with flock(2). The kernel drops the lock when
+// its holder exits, so a crash never leaves a stale lock behind.
+package filelock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lock takes an exclusive lock on path, creating the file and its directory, and returns the
+// function that releases it.
+func Lock(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create lock dir: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("take lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
