@@ -13,12 +13,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/d8virt/hack/pkg/testenv"
@@ -86,7 +83,7 @@ func TestAggregatedAPIThroughFrontProxy(t *testing.T) {
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	exposeService(ctx, t, env, ns, "aggapi", host.IP.String(), 8443)
+	env.ExposeService(t, ns, "aggapi", host.IP.String(), 8443)
 
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
@@ -137,33 +134,5 @@ func TestAggregatedAPIThroughFrontProxy(t *testing.T) {
 	}
 	if echo.Metadata.Name != "hello" || echo.User != "kubernetes-admin" || !strings.Contains(fmt.Sprint(echo.Groups), "system:masters") {
 		t.Fatalf("aggregated server saw %+v, want user kubernetes-admin in system:masters", echo)
-	}
-}
-
-// exposeService creates a selectorless Service with a hand-made EndpointSlice, the way a server
-// outside any pod is put behind a Service.
-func exposeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, ip string, port int32) {
-	t.Helper()
-	_, err := env.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
-			Name: "https", Port: 443, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP,
-		}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create service: %v", err)
-	}
-	portName, proto := "https", corev1.ProtocolTCP
-	ready := true
-	_, err = env.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "testenv",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create endpoint slice: %v", err)
 	}
 }

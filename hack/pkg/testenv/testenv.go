@@ -23,10 +23,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
@@ -326,4 +328,33 @@ func dnsLabel(s string, max int) string {
 		out = "x"
 	}
 	return out
+}
+
+// ExposeService puts a server that runs outside any pod (in a test host) behind a Service: a
+// selectorless Service on port 443 and a hand-made EndpointSlice pointing at ip:port. The apiserver
+// routes aggregated APIs and webhooks to such endpoints directly.
+func (e *Env) ExposeService(t testing.TB, ns, name, ip string, port int32) {
+	t.Helper()
+	ctx := Context(t)
+	_, err := e.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: "https", Port: 443, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP,
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create service %s/%s: %v", ns, name, err)
+	}
+	portName, proto, ready := "https", corev1.ProtocolTCP, true
+	_, err = e.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "testenv",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create endpoint slice %s/%s: %v", ns, name, err)
+	}
 }
