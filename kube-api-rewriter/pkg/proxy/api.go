@@ -12,6 +12,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/d8virt/kube-api-rewriter/pkg/transport"
 )
 
@@ -45,4 +47,21 @@ func WriteStatus(w http.ResponseWriter, code int, reason, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(transport.StatusJSON(code, reason, msg))
+}
+
+// NewAPIForConfig is NewAPI for the apiserver and credentials of upstream, with the rewriting
+// engine of o in between: everything a sidecar's api listener needs.
+func NewAPIForConfig(upstream *rest.Config, o transport.Options) (http.Handler, error) {
+	u, err := url.Parse(upstream.Host)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("upstream apiserver address %q: %v", upstream.Host, err)
+	}
+	rt, err := rest.TransportFor(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream transport: %w", err)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return NewAPI(u, transport.New(rt, o), o.Log), nil
 }

@@ -1,8 +1,76 @@
-// Command virt-controller reconciles VirtualMachines, VirtualMachineInstances, replica sets and migrations.
+// Command virt-controller runs the core's controllers. In a cluster it talks kubevirt.io to a
+// kube-api-rewriter sidecar: its kubeconfig points at the sidecar's api listener.
 package main
 
-import "github.com/d8virt/kubevirt-core/internal/scaffold"
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vm"
+)
 
 func main() {
-	scaffold.Main("virt-controller", "reconciles VirtualMachines, VirtualMachineInstances, replica sets and migrations")
+	var (
+		leaderElect bool
+		leaderNS    string
+		metricsAddr string
+		probeAddr   string
+	)
+	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
+	flag.BoolVar(&leaderElect, "leader-elect", true, "elect one active replica through a Lease")
+	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the Lease; empty means the pod's own")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if err := run(leaderElect, leaderNS, metricsAddr, probeAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string) error {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "virt-controller.kubevirt.io",
+		LeaderElectionNamespace: leaderNS,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("VM controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -1,0 +1,145 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Reconciler carries out Decide and writes Status. It is level-based: every reconcile reads the
+// VM and its VMI afresh, so a missed event or a restart loses nothing.
+type Reconciler struct {
+	Client client.Client
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// SetupWithManager watches VMs and the VMIs they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("virtualmachine").
+		For(&kubevirtv1.VirtualMachine{}).
+		Owns(&kubevirtv1.VirtualMachineInstance{}).
+		Complete(r)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, vmi); apierrors.IsNotFound(err) {
+		vmi = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get VMI: %w", err)
+	}
+	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
+		// Somebody else's VMI of the same name: never touch it.
+		return ctrl.Result{}, fmt.Errorf("VMI %s exists and is not controlled by this VM", req.NamespacedName)
+	}
+
+	if deleting(vmi) && controllerutil.ContainsFinalizer(vmi, kubevirtv1.VirtualMachineControllerFinalizer) {
+		// The VMI's last state has been seen (start failures are counted from it): let it go.
+		patch := client.MergeFromWithOptions(vmi.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(vmi, kubevirtv1.VirtualMachineControllerFinalizer)
+		if err := r.Client.Patch(ctx, vmi, patch); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("release VMI: %w", err)
+		}
+	}
+	if vm.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer) {
+		patch := client.MergeFrom(vm.DeepCopy())
+		controllerutil.AddFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer)
+		if err := r.Client.Patch(ctx, vm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	now := r.now()
+	strategy, err := vm.RunStrategy()
+	if err != nil {
+		// The webhook rejects such a VM; one that predates it waits here for a fix.
+		return ctrl.Result{}, r.writeStatus(ctx, vm, vmi, strategy, Decision{}, now)
+	}
+	d := Decide(vm, vmi, strategy, now)
+	var requeue time.Duration
+	switch d.Action {
+	case Create:
+		if wait := d.NotBefore.Sub(now); wait > 0 {
+			requeue = wait
+			d = Decision{}
+			break
+		}
+		vmi = NewVMI(vm)
+		if err := r.Client.Create(ctx, vmi); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create VMI: %w", err)
+		}
+		logger.Info("created VMI", "runStrategy", strategy)
+	case Delete:
+		if err := r.Client.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete VMI: %w", err)
+		}
+		logger.Info("deleted VMI", "runStrategy", strategy)
+	case Halt:
+		halted := kubevirtv1.RunStrategyHalted
+		patch := client.MergeFrom(vm.DeepCopy())
+		vm.Spec.RunStrategy, vm.Spec.Running = &halted, nil
+		if err := r.Client.Patch(ctx, vm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("halt VM after its only run: %w", err)
+		}
+	}
+	if err := r.writeStatus(ctx, vm, vmi, strategy, d, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	if vm.DeletionTimestamp != nil && vmi == nil {
+		return ctrl.Result{}, r.releaseVM(ctx, vm)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance,
+	strategy kubevirtv1.VirtualMachineRunStrategy, d Decision, now time.Time) error {
+	st := Status(vm, vmi, strategy, d, now)
+	if equalStatus(vm.Status, st) {
+		return nil
+	}
+	// Optimistic concurrency: a conflicting write (a new state change request) retries the whole
+	// reconcile, so no request is ever dropped.
+	updated := vm.DeepCopy()
+	updated.Status = st
+	if err := r.Client.Status().Update(ctx, updated); err != nil {
+		return fmt.Errorf("update VM status: %w", err)
+	}
+	return nil
+}
+
+// releaseVM lets a deleted VM go once its VMI is gone.
+func (r *Reconciler) releaseVM(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
+	if !controllerutil.ContainsFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(vm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(vm, kubevirtv1.VirtualMachineControllerFinalizer)
+	if err := r.Client.Patch(ctx, vm, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
+
