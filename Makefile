@@ -53,11 +53,13 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 .PHONY: run
 run: cluster-up ## Start the local stack and install what exists of the module.
 	kc=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up 2>/dev/null); \
-	if compgen -G 'crds/*.yaml' >/dev/null; then kubectl --kubeconfig "$$kc" apply --server-side -f crds/; fi; \
+	kubectl --kubeconfig "$$kc" apply --server-side -R -f crds/; \
 	echo; echo "The stack is up. Try:"; \
 	echo "  export KUBECONFIG=$$kc"; \
 	echo "  kubectl get ns"; \
 	echo "  make cluster-down   # to stop it"
+
+include hack/crds.mk
 
 .PHONY: fmt-check
 fmt-check:

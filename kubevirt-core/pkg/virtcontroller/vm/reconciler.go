@@ -142,4 +142,3 @@ func (r *Reconciler) releaseVM(ctx context.Context, vm *kubevirtv1.VirtualMachin
 	}
 	return nil
 }
-
