@@ -25,18 +25,18 @@ import (
 	"github.com/d8virt/hack/pkg/testenv"
 )
 
-// consoleServer stands in for the core's virt-api: it serves subresources.kubevirt.io and upgrades
+// consoleServer stands in for the core's virt-api: it serves a subresources group and upgrades
 // console requests, then echoes what it reads in upper case, as a guest's shell might.
 func consoleServer() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/apis/subresources.kubevirt.io/v1", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/apis/subresources.rewritertest.d8v.io/v1", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "subresources.kubevirt.io/v1",
+			"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "subresources.rewritertest.d8v.io/v1",
 			"resources": []any{map[string]any{"name": "virtualmachineinstances/console", "namespaced": true, "kind": "VirtualMachineInstance", "verbs": []string{"get"}}},
 		})
 	})
-	mux.HandleFunc("/apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/console", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/apis/subresources.rewritertest.d8v.io/v1/namespaces/{ns}/virtualmachineinstances/{name}/console", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			http.Error(w, "console needs a websocket", http.StatusBadRequest)
 			return
@@ -63,7 +63,9 @@ func consoleServer() http.Handler {
 }
 
 // A console stream goes from the component through the sidecar and the apiserver's aggregation
-// layer to the core's virt-api and back, as `virtctl console` does, byte for byte.
+// layer to the core's virt-api and back, as `virtctl console` does, byte for byte. The group is a
+// test group, not subresources.kubevirt.io, because kubevirt-core's tests register the real one
+// in the same cluster at the same time.
 func TestConsoleUpgradeThroughSidecarAndAggregator(t *testing.T) {
 	fx := setup(t)
 	env := fx.env
@@ -92,9 +94,9 @@ func TestConsoleUpgradeThroughSidecarAndAggregator(t *testing.T) {
 	apiServices := env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1.subresources.kubevirt.io"},
+		"metadata": map[string]any{"name": "v1.subresources.rewritertest.d8v.io"},
 		"spec": map[string]any{
-			"group": "subresources.kubevirt.io", "version": "v1",
+			"group": "subresources.rewritertest.d8v.io", "version": "v1",
 			"service":              map[string]any{"namespace": ns, "name": "virt-api", "port": int64(443)},
 			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
 			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
@@ -127,7 +129,7 @@ func TestConsoleUpgradeThroughSidecarAndAggregator(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(conn, "GET /apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/demo/console HTTP/1.1\r\n"+
+	fmt.Fprintf(conn, "GET /apis/subresources.rewritertest.d8v.io/v1/namespaces/%s/virtualmachineinstances/demo/console HTTP/1.1\r\n"+
 		"Host: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"+
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: plain.kubevirt.io\r\n\r\n", ns, proxyURL.Host)
 	br := bufio.NewReader(conn)
