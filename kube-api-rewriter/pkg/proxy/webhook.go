@@ -76,7 +76,10 @@ func (h *Webhook) serve(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return h.fail(w, "read answer", err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	// Only a patch speaks of the object and needs renaming. Denials and warnings are the
+	// component's words for a human: renaming their free text would garble them ("kubevirt.io/x"
+	// would become "internal.virtualization.deckhouse.io/x"), so they pass verbatim.
+	if resp.StatusCode == http.StatusOK && hasPatch(answer) {
 		answer, err = h.Rewriter.AdmissionReview(rewrite.Rename, answer, requestKind(restored))
 		if err != nil {
 			return h.fail(w, "rename answer", err)
@@ -87,6 +90,20 @@ func (h *Webhook) serve(w http.ResponseWriter, r *http.Request) int {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 	return resp.StatusCode
+}
+
+// hasPatch reports whether an AdmissionReview answer carries a patch; an answer that is not JSON
+// is treated as having one, so that the rename reports it.
+func hasPatch(answer []byte) bool {
+	var ar struct {
+		Response *struct {
+			Patch json.RawMessage `json:"patch"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(answer, &ar); err != nil {
+		return true
+	}
+	return ar.Response != nil && len(ar.Response.Patch) > 0 && string(ar.Response.Patch) != "null"
 }
 
 // requestKind is the reviewed object's kind in the component's view; the response patch is

@@ -247,10 +247,12 @@ var errUnexpectedEOF = errors.New("rewrite: unexpected end of JSON input")
 // fill reads more data, discarding bytes before pos.
 func (s *streamReader) fill() error {
 	if s.eof {
+		// The input ended (possibly together with its last bytes, as net/http bodies of a known
+		// length do): callers that still need bytes turn this into errUnexpectedEOF.
 		if s.err != nil {
 			return s.err
 		}
-		return errUnexpectedEOF
+		return io.EOF
 	}
 	if s.pos > 0 {
 		n := copy(s.buf, s.buf[s.pos:])

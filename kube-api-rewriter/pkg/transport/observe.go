@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 )
@@ -37,6 +38,16 @@ func verbOf(req *http.Request, ri rewrite.RequestInfo) string {
 
 // resourceLabel keeps the metric's cardinality bounded by resource, never by object name.
 func resourceLabel(ri rewrite.RequestInfo) string {
+	l := resourceName(ri)
+	// Prometheus panics on a label value that is not UTF-8, and the path is the client's: one
+	// request for /api/v1/%ff must not take the proxy (or an in-process user) down.
+	if !utf8.ValidString(l) {
+		return "invalid"
+	}
+	return l
+}
+
+func resourceName(ri rewrite.RequestInfo) string {
 	switch ri.Kind {
 	case rewrite.PathResource:
 		r := ri.Resource

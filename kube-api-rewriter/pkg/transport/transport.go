@@ -17,6 +17,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/d8virt/kube-api-rewriter/pkg/metrics"
@@ -48,6 +50,9 @@ type Options struct {
 type RoundTripper struct {
 	next http.RoundTripper
 	o    Options
+	// familySuffixes are ".G" for every original group G: an unlisted group under one of them
+	// (subresources.kubevirt.io, cdi.kubevirt.io) belongs to someone else and is never touched.
+	familySuffixes []string
 }
 
 // New wraps next, which talks to the cluster with its own credentials.
@@ -58,7 +63,27 @@ func New(next http.RoundTripper, o Options) *RoundTripper {
 	if o.Listener == "" {
 		o.Listener = "inprocess"
 	}
-	return &RoundTripper{next: next, o: o}
+	t := &RoundTripper{next: next, o: o}
+	for _, g := range o.Rewriter.Rules().OriginalGroups() {
+		t.familySuffixes = append(t.familySuffixes, "."+g)
+	}
+	return t
+}
+
+// unlistedFamilyGroup reports whether g sits under an original group without being renamed
+// itself, like KubeVirt's aggregated subresources.kubevirt.io API, which the component's own
+// peers serve in the original view: restoring it would prefix its kubevirt.io names as
+// preserved originals.
+func (t *RoundTripper) unlistedFamilyGroup(g string) bool {
+	if _, renamed := t.o.Rewriter.Rules().RenameGroup(g); renamed {
+		return false
+	}
+	for _, s := range t.familySuffixes {
+		if strings.HasSuffix(g, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // passthroughGroups never hold renamed names in their payloads.
@@ -86,10 +111,7 @@ func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool 
 			return false
 		}
 		// The core's aggregated API serves commands and streams, and is not renamed.
-		if _, renamed := t.o.Rewriter.Rules().RenameGroup(ri.Group); !renamed && t.o.Rewriter.Rules().IsOriginalGroup(ri.Group) {
-			return false
-		}
-		return true
+		return !t.unlistedFamilyGroup(ri.Group)
 	}
 	return false
 }
@@ -141,6 +163,12 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 		return nil, err
 	}
 	if !isJSON(resp.Header.Get("Content-Type")) || resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp, nil
+	}
+	// HEAD, 204 and 304 carry no document: there is nothing to restore, and an empty body is not
+	// a rewrite error.
+	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
 		return resp, nil
 	}
 	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
@@ -210,20 +238,33 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 // restoreStream restores a response document as it arrives, list items one at a time.
 func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) io.ReadCloser {
 	pr, pw := io.Pipe()
+	rb := &restoredBody{PipeReader: pr, upstream: body}
 	go func() {
 		defer body.Close()
 		cw := &countingWriter{w: pw}
-		err := t.o.Rewriter.ObjectStream(rewrite.Restore, cw, body, target)
+		cr := &countingReader{r: body}
+		err := t.o.Rewriter.ObjectStream(rewrite.Restore, cw, cr, target)
 		t.addBytes("out", cw.n)
-		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		if errors.Is(err, io.EOF) {
+			if cr.n == 0 {
+				err = nil // an empty body (chunked, no document) has nothing to restore
+			} else {
+				// A document cut short: a bare EOF would end the client's read as if the body
+				// were complete.
+				err = fmt.Errorf("restore response: %w", io.ErrUnexpectedEOF)
+			}
+		}
+		switch {
+		case rb.closed.Load() || errors.Is(err, io.ErrClosedPipe):
+			// The client went away first: neither a rewrite nor a rewrite error.
+		case err != nil:
 			t.rewriteError("object", rewrite.Restore, err)
-			t.o.Log.Error("restore response", "err", err)
-		} else {
+		default:
 			t.rewritten("object", rewrite.Restore)
 		}
 		pw.CloseWithError(err)
 	}()
-	return pr
+	return rb
 }
 
 // restoreWatch restores a watch stream event by event; events about hidden objects are dropped.
@@ -232,18 +273,23 @@ func (t *RoundTripper) restoreWatch(body io.ReadCloser, target rewrite.Target, r
 	if t.o.Metrics != nil {
 		t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Inc()
 	}
+	rb := &restoredBody{PipeReader: pr, upstream: body}
 	go func() {
 		defer body.Close()
 		if t.o.Metrics != nil {
 			defer t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Dec()
 		}
-		dec := json.NewDecoder(body)
-		var raw json.RawMessage
+		// A small buffer: an idle watch holds it for as long as it is open.
+		events := &eventReader{r: bufio.NewReaderSize(body, 4<<10)}
 		var buf []byte
 		for {
-			if err := dec.Decode(&raw); err != nil {
-				if errors.Is(err, io.EOF) {
+			raw, err := events.next()
+			if err != nil {
+				switch {
+				case errors.Is(err, io.EOF) || rb.closed.Load():
 					err = nil
+				case errors.Is(err, errNotAnEvent):
+					t.rewriteError("watch_event", rewrite.Restore, err)
 				}
 				pw.CloseWithError(err)
 				return
@@ -267,7 +313,23 @@ func (t *RoundTripper) restoreWatch(body io.ReadCloser, target rewrite.Target, r
 			}
 		}
 	}()
-	return pr
+	return rb
+}
+
+// restoredBody is the body handed to the client. Closing it also closes the upstream body: a
+// client that stops a watch (client-go closes the body and keeps the request context) must not
+// leave the restoring goroutine, the upstream connection and the active-watches gauge waiting for
+// the next event, which may be minutes away.
+type restoredBody struct {
+	*io.PipeReader
+	upstream io.Closer
+	closed   atomic.Bool
+}
+
+func (b *restoredBody) Close() error {
+	b.closed.Store(true)
+	b.PipeReader.Close()
+	return b.upstream.Close()
 }
 
 // jsonAccept keeps the JSON media types of an Accept header (Table and aggregated discovery
@@ -333,4 +395,74 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += n
 	return n, err
+}
+
+// countingReader counts what the upstream sent.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+var errNotAnEvent = errors.New("watch event is not a JSON object")
+
+// eventReader splits a watch stream into its events. It only finds where each top-level object
+// ends (strings, escapes and brackets); the rewriter's walker validates the event itself. A
+// json.Decoder would scan every event twice more, which was most of the cost of a watch.
+type eventReader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+// next returns the next event, valid until the following call; io.EOF between events is the
+// clean end of the stream.
+func (e *eventReader) next() ([]byte, error) {
+	e.buf = e.buf[:0]
+	for {
+		c, err := e.r.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		if c == ' ' || c == '\n' || c == '\r' || c == '\t' {
+			continue
+		}
+		if c != '{' {
+			return nil, fmt.Errorf("%w: starts with %q", errNotAnEvent, c)
+		}
+		e.buf = append(e.buf, c)
+		break
+	}
+	depth, inString, escaped := 1, false, false
+	for depth > 0 {
+		c, err := e.r.ReadByte()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("watch event cut short: %w", io.ErrUnexpectedEOF)
+			}
+			return nil, err
+		}
+		e.buf = append(e.buf, c)
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return e.buf, nil
 }
