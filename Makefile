@@ -76,12 +76,14 @@ $(TOOLS_BIN)/staticcheck:
 lint: fmt-check vet $(TOOLS_BIN)/staticcheck ## gofmt, go vet and staticcheck.
 	$(TOOLS_BIN)/staticcheck $(PKGS)
 
+# Test binaries share one cluster and register cluster-wide objects (APIServices, webhooks) that
+# briefly disturb discovery, so they run one at a time (-p 1).
 .PHONY: test
 test: deps fmt-check vet $(DEVCLUSTER) ## Unit and integration tests against a real control plane.
 	$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge
 	kc=$$($(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) up); \
 	trap '$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
-	D8V_TEST_KUBECONFIG="$$kc" go test -count=1 -timeout 30m $(PKGS)
+	D8V_TEST_KUBECONFIG="$$kc" go test -p 1 -count=1 -timeout 30m $(PKGS)
 
 # Benchmarks that need no cluster; each prints its figures side by side with a baseline.
 BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/
