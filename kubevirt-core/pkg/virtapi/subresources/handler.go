@@ -1,0 +1,227 @@
+package subresources
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The aggregated API's group and version.
+const (
+	Group   = "subresources.kubevirt.io"
+	Version = "v1"
+)
+
+// Server serves subresources.kubevirt.io/v1.
+type Server struct {
+	// Client speaks kubevirt.io (through the rewriter).
+	Client     client.Client
+	Auth       *RequestHeader
+	Authorizer Authorizer
+	Log        *slog.Logger
+}
+
+type vmCommand func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, body io.Reader) (Plan, *apierrors.StatusError)
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	prefix := "/apis/" + Group + "/" + Version
+	mux.HandleFunc("GET "+prefix, s.discovery)
+	for name, cmd := range map[string]vmCommand{
+		"start":   withOptions(StartPlan),
+		"stop":    withOptions(StopPlan),
+		"restart": withOptions(RestartPlan),
+	} {
+		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachines/{name}/"+name, s.authorized("update", "virtualmachines", name, s.vmHandler(cmd)))
+	}
+	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
+		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("update", "virtualmachineinstances", name, s.vmiHandler(name)))
+	}
+	for _, name := range []string{"console", "vnc", "guestosinfo"} {
+		mux.HandleFunc("GET "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("get", "virtualmachineinstances", name, s.vmiHandler(name)))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.Auth.Authenticate(r); err != nil {
+			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// resources is the discovery document; the aggregator checks it to mark the APIService available.
+var resources = func() []metav1.APIResource {
+	var out []metav1.APIResource
+	for _, sub := range []string{"start", "stop", "restart"} {
+		out = append(out, metav1.APIResource{Name: "virtualmachines/" + sub, Namespaced: true, Kind: "VirtualMachine", Verbs: []string{"update"}})
+	}
+	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
+		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"update"}})
+	}
+	for _, sub := range []string{"console", "vnc", "guestosinfo"} {
+		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"get"}})
+	}
+	return out
+}()
+
+func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, &metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: Group + "/" + Version, APIResources: resources,
+	})
+}
+
+// authorized checks RBAC for verb on resource/sub before running next.
+func (s *Server) authorized(verb, resource, sub string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		u, err := s.Auth.Authenticate(r)
+		if err != nil {
+			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+			return
+		}
+		ns, name := r.PathValue("ns"), r.PathValue("name")
+		ok, reason, err := s.Authorizer.Allowed(r.Context(), u, verb, ns, resource, sub, name)
+		if err != nil {
+			writeStatus(w, apierrors.NewInternalError(err))
+			return
+		}
+		if !ok {
+			gr := kubevirtv1.Resource(resource + "/" + sub)
+			gr.Group = Group
+			writeStatus(w, apierrors.NewForbidden(gr, name, fmt.Errorf("user %q cannot %s %s/%s in namespace %q: %s", u.Name, verb, resource, sub, ns, reason)))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// withOptions decodes a command's optional body, as KubeVirt does: JSON or YAML, empty allowed.
+func withOptions[O any](plan func(*kubevirtv1.VirtualMachine, *kubevirtv1.VirtualMachineInstance, O) (Plan, *apierrors.StatusError)) vmCommand {
+	return func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, body io.Reader) (Plan, *apierrors.StatusError) {
+		var opts O
+		if err := yaml.NewYAMLOrJSONDecoder(body, 1024).Decode(&opts); err != nil && !errors.Is(err, io.EOF) {
+			return Plan{}, apierrors.NewBadRequest(fmt.Sprintf("Can not unmarshal Request body to struct, error: %s", err))
+		}
+		return plan(vm, vmi, opts)
+	}
+}
+
+func (s *Server) vmHandler(cmd vmCommand) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		key := types.NamespacedName{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := s.Client.Get(ctx, key, vm); err != nil {
+			writeStatus(w, notFoundOr(err, "virtualmachine", key.Name))
+			return
+		}
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := s.Client.Get(ctx, key, vmi); apierrors.IsNotFound(err) {
+			vmi = nil
+		} else if err != nil {
+			writeStatus(w, apierrors.NewInternalError(err))
+			return
+		}
+		plan, serr := cmd(vm, vmi, r.Body)
+		if serr != nil {
+			writeStatus(w, serr)
+			return
+		}
+		if serr := s.apply(ctx, vm, plan); serr != nil {
+			writeStatus(w, serr)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Plan) *apierrors.StatusError {
+	var err error
+	switch {
+	case p.SpecMergePatch != nil:
+		err = s.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, p.SpecMergePatch))
+	case p.StatusJSONPatch != nil:
+		err = s.Client.Status().Patch(ctx, vm, client.RawPatch(types.JSONPatchType, p.StatusJSONPatch))
+	}
+	if err != nil {
+		// A failed test op means another command got there first.
+		if strings.Contains(err.Error(), "test operation does not apply") || apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			return apierrors.NewConflict(vmResource, vm.Name, err)
+		}
+		return apierrors.NewInternalError(err)
+	}
+	if p.DeleteLauncherOf != nil {
+		return s.forceStop(ctx, p.DeleteLauncherOf)
+	}
+	return nil
+}
+
+// forceStop deletes the running launcher Pod without grace, for restart with gracePeriod 0.
+func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) *apierrors.StatusError {
+	var pods corev1.PodList
+	if err := s.Client.List(ctx, &pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{
+		kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID),
+	}); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if err := s.Client.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
+	return nil
+}
+
+// vmiHandler checks what KubeVirt checks before it relays a command to the VMI's virt-handler.
+// The node side comes with virt-handler; until a VMI runs, these answer as KubeVirt does.
+func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := types.NamespacedName{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := s.Client.Get(r.Context(), key, vmi); err != nil {
+			writeStatus(w, notFoundOr(err, "virtualmachineinstance", key.Name))
+			return
+		}
+		if serr := ValidateVMICommand(cmd, vmi); serr != nil {
+			writeStatus(w, serr)
+			return
+		}
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
+	}
+}
+
+func notFoundOr(err error, resource, name string) *apierrors.StatusError {
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(kubevirtv1.Resource(resource), name)
+	}
+	return apierrors.NewInternalError(fmt.Errorf("unable to retrieve %s [%s]: %w", resource, name, err))
+}
+
+func writeStatus(w http.ResponseWriter, serr *apierrors.StatusError) {
+	st := serr.ErrStatus.DeepCopy()
+	st.Kind, st.APIVersion = "Status", "v1"
+	writeJSON(w, int(st.Code), st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
