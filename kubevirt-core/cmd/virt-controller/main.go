@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vm"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
 
 func main() {
@@ -24,23 +25,25 @@ func main() {
 		leaderNS    string
 		metricsAddr string
 		probeAddr   string
+		launcher    string
 	)
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect one active replica through a Lease")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the Lease; empty means the pod's own")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	flag.StringVar(&launcher, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(leaderElect, leaderNS, metricsAddr, probeAddr); err != nil {
+	if err := run(leaderElect, leaderNS, metricsAddr, probeAddr, launcher); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-controller:", err)
 		os.Exit(1)
 	}
 }
 
-func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string) error {
+func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage string) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -65,6 +68,10 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string) error {
 	}
 	if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VM controller: %w", err)
+	}
+	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
+	if err := vmiController.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("VMI controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

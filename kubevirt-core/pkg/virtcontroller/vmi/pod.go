@@ -1,0 +1,243 @@
+package vmi
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+// Names KubeVirt v1.6 uses on the launcher Pod; tools (kubectl, virtctl, monitoring) rely on them.
+const (
+	// LauncherLabelValue is the value of the kubevirt.io label on every launcher Pod.
+	LauncherLabelValue = "virt-launcher"
+	// ComputeContainer runs virt-launcher and, through it, QEMU.
+	ComputeContainer = "compute"
+	// DefaultContainerAnnotation makes kubectl logs/exec pick the compute container.
+	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
+	// MigrationTransportUnixAnnotation tells virt-handler that migration traffic goes over unix
+	// sockets proxied by the handlers, as in every current KubeVirt.
+	MigrationTransportUnixAnnotation = "kubevirt.io/migrationTransportUnix"
+	// lastAppliedAnnotation belongs to kubectl's view of the VMI, not of the Pod.
+	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// KubeVirt pads the guest's grace period twice: once so that virt-handler can shut the domain down
+// before virt-launcher gives up on it, and once more before the kubelet kills the Pod, so that the
+// launcher is never killed while it is still tearing the guest down.
+const gracePeriodPadding int64 = 15
+
+// Overhead estimate of the launcher Pod over the guest's own memory, after KubeVirt's
+// GetMemoryOverhead: the fixed part covers virt-launcher, its monitor, virtqemud, virtlogd and
+// QEMU's own allocations; page tables take 1/512 of guest memory; every vCPU thread costs about
+// 8Mi; the default VGA device another 16Mi. It is an estimate for the scheduler, not a limit the
+// guest has to fit in.
+var (
+	overheadFixed    = resource.MustParse("220Mi")
+	overheadPerVCPU  = resource.MustParse("8Mi")
+	overheadGraphics = resource.MustParse("16Mi")
+)
+
+// Without a CPU request KubeVirt asks for 1/cpuAllocationRatio of a core per vCPU (the default
+// ratio is 10), so an idle cluster can overcommit CPU while every guest still gets a share.
+const cpuAllocationRatio = 10
+
+// GracePeriodSeconds is the guest's shutdown grace period: the VMI's, or KubeVirt's default.
+func GracePeriodSeconds(vmi *kubevirtv1.VirtualMachineInstance) int64 {
+	if vmi.Spec.TerminationGracePeriodSeconds != nil {
+		return *vmi.Spec.TerminationGracePeriodSeconds
+	}
+	return kubevirtv1.DefaultGracePeriodSeconds
+}
+
+// VCPUs is the number of virtual CPUs of the guest: sockets x cores x threads, each defaulting to 1.
+func VCPUs(vmi *kubevirtv1.VirtualMachineInstance) int64 {
+	cpu := vmi.Spec.Domain.CPU
+	if cpu == nil {
+		return 1
+	}
+	n := int64(1)
+	for _, v := range []uint32{cpu.Sockets, cpu.Cores, cpu.Threads} {
+		if v > 0 {
+			n *= int64(v)
+		}
+	}
+	return n
+}
+
+// GuestMemory is the memory the guest sees: the memory request, or memory.guest when the VMI
+// only states that.
+func GuestMemory(vmi *kubevirtv1.VirtualMachineInstance) resource.Quantity {
+	if q, ok := vmi.Spec.Domain.Resources.Requests[corev1.ResourceMemory]; ok {
+		return q.DeepCopy()
+	}
+	if m := vmi.Spec.Domain.Memory; m != nil && m.Guest != nil {
+		return m.Guest.DeepCopy()
+	}
+	return resource.Quantity{}
+}
+
+// MemoryOverhead estimates what the launcher Pod needs beyond the guest memory; see overheadFixed.
+func MemoryOverhead(vmi *kubevirtv1.VirtualMachineInstance) resource.Quantity {
+	total := overheadFixed.DeepCopy()
+	guest := GuestMemory(vmi)
+	total.Add(*resource.NewQuantity(guest.Value()/512, resource.BinarySI))
+	for range VCPUs(vmi) {
+		total.Add(overheadPerVCPU)
+	}
+	if g := vmi.Spec.Domain.Devices.AutoattachGraphicsDevice; g == nil || *g {
+		total.Add(overheadGraphics)
+	}
+	return total
+}
+
+// launcherResources are the compute container's requests and limits: the guest's plus the
+// overhead, so that the scheduler places the Pod where the whole VM fits.
+func launcherResources(vmi *kubevirtv1.VirtualMachineInstance) corev1.ResourceRequirements {
+	overhead := MemoryOverhead(vmi)
+	req := corev1.ResourceList{}
+	for k, v := range vmi.Spec.Domain.Resources.Requests {
+		req[k] = v.DeepCopy()
+	}
+	mem := GuestMemory(vmi)
+	mem.Add(overhead)
+	req[corev1.ResourceMemory] = mem
+	if _, ok := req[corev1.ResourceCPU]; !ok {
+		req[corev1.ResourceCPU] = *resource.NewMilliQuantity(VCPUs(vmi)*1000/cpuAllocationRatio, resource.DecimalSI)
+	}
+	out := corev1.ResourceRequirements{Requests: req}
+	if len(vmi.Spec.Domain.Resources.Limits) > 0 {
+		out.Limits = corev1.ResourceList{}
+		for k, v := range vmi.Spec.Domain.Resources.Limits {
+			out.Limits[k] = v.DeepCopy()
+		}
+		if lim, ok := out.Limits[corev1.ResourceMemory]; ok {
+			// A memory limit of exactly the guest size would OOM-kill QEMU at once.
+			lim.Add(overhead)
+			out.Limits[corev1.ResourceMemory] = lim
+		}
+	}
+	return out
+}
+
+// Hostname is the Pod's hostname, which is the guest's: spec.hostname, else the VMI name with
+// dots replaced (a hostname is a single DNS label) and cut to 63 characters.
+func Hostname(vmi *kubevirtv1.VirtualMachineInstance) string {
+	h := vmi.Spec.Hostname
+	if h == "" {
+		h = strings.ReplaceAll(vmi.Name, ".", "-")
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-")
+	}
+	return h
+}
+
+func launcherLabels(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
+	labels := map[string]string{}
+	for k, v := range vmi.Labels {
+		labels[k] = v
+	}
+	// The VMI's own created-by (its VM's UID) and node label do not describe the Pod.
+	delete(labels, kubevirtv1.NodeNameLabel)
+	labels[kubevirtv1.AppLabel] = LauncherLabelValue
+	labels[kubevirtv1.CreatedByLabel] = string(vmi.UID)
+	// KubeVirt labels the Pod with the guest hostname, which is the VMI name unless spec.hostname
+	// says otherwise; Services select VMs by it.
+	labels[kubevirtv1.VirtualMachineNameLabel] = Hostname(vmi)
+	return labels
+}
+
+func launcherAnnotations(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
+	ann := map[string]string{}
+	for k, v := range vmi.Annotations {
+		// kubevirt.io annotations steer the VMI's controllers (generation, presets, ...) and would
+		// mean something else on the Pod; kubectl's last-applied is the VMI's, not the Pod's.
+		if k == lastAppliedAnnotation || k == kubevirtv1.AppLabel || strings.HasPrefix(k, kubevirtv1.AppLabel+"/") {
+			continue
+		}
+		ann[k] = v
+	}
+	ann[kubevirtv1.DomainAnnotation] = vmi.Name
+	ann[DefaultContainerAnnotation] = ComputeContainer
+	ann[MigrationTransportUnixAnnotation] = "true"
+	return ann
+}
+
+func launcherNodeSelector(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
+	sel := map[string]string{}
+	for k, v := range vmi.Spec.NodeSelector {
+		sel[k] = v
+	}
+	// Set last: only nodes whose virt-handler is alive may run VMs, whatever the VMI asks.
+	sel[kubevirtv1.NodeSchedulable] = "true"
+	return sel
+}
+
+// LauncherCommand is how the compute container starts virt-launcher for this VMI. The launcher's
+// own grace period is the guest's plus one padding; the Pod's is one padding longer.
+func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance) []string {
+	return []string{
+		"virt-launcher",
+		"--name", vmi.Name,
+		"--namespace", vmi.Namespace,
+		"--uid", string(vmi.UID),
+		"--grace-period-seconds", strconv.FormatInt(GracePeriodSeconds(vmi)+gracePeriodPadding, 10),
+	}
+}
+
+// NewLauncherPod builds the virt-launcher Pod of a VMI as KubeVirt v1.6 shapes it (naming, labels,
+// annotations, readiness gate, compute container, scheduling constraints, grace period). It
+// leaves out what needs the node agent or the launcher (volumes, networks, devices, probes): those
+// arrive with them.
+func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, image string) *corev1.Pod {
+	// The Pod must share nothing with the caller's VMI (tolerations, affinity, ...).
+	vmi = vmi.DeepCopy()
+	grace := GracePeriodSeconds(vmi) + 2*gracePeriodPadding
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    "virt-launcher-" + vmi.Name + "-",
+			Namespace:       vmi.Namespace,
+			Labels:          launcherLabels(vmi),
+			Annotations:     launcherAnnotations(vmi),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vmi, kubevirtv1.VirtualMachineInstanceGroupVersionKind)},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:            ComputeContainer,
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         LauncherCommand(vmi),
+				Resources:       launcherResources(vmi),
+				Env: []corev1.EnvVar{{
+					Name:      "POD_NAME",
+					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+				}},
+			}},
+			// virt-handler flips this gate when the guest is paused, so a paused VM's Pod is not
+			// Ready and drops out of its Services.
+			ReadinessGates:                []corev1.PodReadinessGate{{ConditionType: kubevirtv1.VirtualMachineUnpaused}},
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &grace,
+			NodeSelector:                  launcherNodeSelector(vmi),
+			Tolerations:                   vmi.Spec.Tolerations,
+			TopologySpreadConstraints:     vmi.Spec.TopologySpreadConstraints,
+			SchedulerName:                 vmi.Spec.SchedulerName,
+			PriorityClassName:             vmi.Spec.PriorityClassName,
+			Hostname:                      Hostname(vmi),
+			Subdomain:                     vmi.Spec.Subdomain,
+			DNSConfig:                     vmi.Spec.DNSConfig,
+			DNSPolicy:                     vmi.Spec.DNSPolicy,
+			// Nothing in the launcher reads Service environment variables or talks to the
+			// apiserver, so it gets neither (serviceAccount volumes are not supported yet).
+			EnableServiceLinks:           &no,
+			AutomountServiceAccountToken: &no,
+			Affinity:                     vmi.Spec.Affinity,
+		},
+	}
+	return pod
+}

@@ -1,0 +1,162 @@
+package vmi
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+func newVMI(mut ...func(*kubevirtv1.VirtualMachineInstance)) *kubevirtv1.VirtualMachineInstance {
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "demo", Namespace: "ns", UID: "vmi-uid",
+			Labels:      map[string]string{"kubevirt.io/domain": "demo", kubevirtv1.CreatedByLabel: "vm-uid", "app": "web"},
+			Annotations: map[string]string{"kubevirt.io/vm-generation": "1", lastAppliedAnnotation: "{}", "team": "a"},
+		},
+	}
+	vmi.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+	for _, m := range mut {
+		m(vmi)
+	}
+	return vmi
+}
+
+func TestNewLauncherPodShape(t *testing.T) {
+	vmi := newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) {
+		vmi.Spec.NodeSelector = map[string]string{"zone": "a", kubevirtv1.NodeSchedulable: "false"}
+		vmi.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		vmi.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
+		vmi.Spec.Subdomain = "sub"
+	})
+	pod := NewLauncherPod(vmi, "launcher:v1")
+
+	if pod.GenerateName != "virt-launcher-demo-" || pod.Name != "" || pod.Namespace != "ns" {
+		t.Errorf("naming %q %q %q", pod.GenerateName, pod.Name, pod.Namespace)
+	}
+	wantLabels := map[string]string{
+		"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "vmi-uid", "vm.kubevirt.io/name": "demo",
+		"kubevirt.io/domain": "demo", "app": "web",
+	}
+	if !maps.Equal(pod.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", pod.Labels, wantLabels)
+	}
+	wantAnn := map[string]string{
+		"kubevirt.io/domain": "demo", "kubectl.kubernetes.io/default-container": "compute",
+		"kubevirt.io/migrationTransportUnix": "true", "team": "a",
+	}
+	if !maps.Equal(pod.Annotations, wantAnn) {
+		t.Errorf("annotations %v, want %v", pod.Annotations, wantAnn)
+	}
+	if !metav1.IsControlledBy(pod, vmi) || pod.OwnerReferences[0].Kind != "VirtualMachineInstance" || pod.OwnerReferences[0].APIVersion != "kubevirt.io/v1" {
+		t.Errorf("owner %+v", pod.OwnerReferences)
+	}
+	if len(pod.Spec.ReadinessGates) != 1 || pod.Spec.ReadinessGates[0].ConditionType != "kubevirt.io/virtual-machine-unpaused" {
+		t.Errorf("readiness gates %+v", pod.Spec.ReadinessGates)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("containers %+v", pod.Spec.Containers)
+	}
+	c := pod.Spec.Containers[0]
+	wantCmd := []string{"virt-launcher", "--name", "demo", "--namespace", "ns", "--uid", "vmi-uid", "--grace-period-seconds", "45"}
+	if c.Name != "compute" || c.Image != "launcher:v1" || !slices.Equal(c.Command, wantCmd) {
+		t.Errorf("compute container %s %s %v", c.Name, c.Image, c.Command)
+	}
+	if got := *pod.Spec.TerminationGracePeriodSeconds; got != 60 {
+		t.Errorf("pod grace %d, want 30+15+15", got)
+	}
+	wantSel := map[string]string{"zone": "a", "kubevirt.io/schedulable": "true"}
+	if !maps.Equal(pod.Spec.NodeSelector, wantSel) {
+		t.Errorf("node selector %v, want %v", pod.Spec.NodeSelector, wantSel)
+	}
+	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Affinity == nil || pod.Spec.Affinity == vmi.Spec.Affinity {
+		t.Errorf("tolerations %v affinity %v (must be copies)", pod.Spec.Tolerations, pod.Spec.Affinity)
+	}
+	if pod.Spec.Hostname != "demo" || pod.Spec.Subdomain != "sub" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("hostname %q subdomain %q restart %q", pod.Spec.Hostname, pod.Spec.Subdomain, pod.Spec.RestartPolicy)
+	}
+	if vmi.Labels[kubevirtv1.CreatedByLabel] != "vm-uid" || vmi.Spec.NodeSelector[kubevirtv1.NodeSchedulable] != "false" {
+		t.Error("NewLauncherPod changed the VMI")
+	}
+}
+
+func TestLauncherGracePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		vmi      *int64
+		launcher string
+		pod      int64
+	}{
+		{nil, "45", 60},
+		{ptr(int64(0)), "15", 30},
+		{ptr(int64(180)), "195", 210},
+	} {
+		pod := NewLauncherPod(newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) { vmi.Spec.TerminationGracePeriodSeconds = tc.vmi }), "img")
+		cmd := pod.Spec.Containers[0].Command
+		if got := cmd[len(cmd)-1]; got != tc.launcher || *pod.Spec.TerminationGracePeriodSeconds != tc.pod {
+			t.Errorf("grace %v: launcher %s pod %d, want %s %d", tc.vmi, got, *pod.Spec.TerminationGracePeriodSeconds, tc.launcher, tc.pod)
+		}
+	}
+}
+
+func TestLauncherResources(t *testing.T) {
+	no := false
+	tests := []struct {
+		name    string
+		mut     func(*kubevirtv1.VirtualMachineInstance)
+		wantMem string
+		wantCPU string
+		wantLim string
+	}{
+		// 1Gi + 220Mi fixed + 2Mi page tables + 8Mi one vCPU + 16Mi VGA.
+		{"defaults", func(*kubevirtv1.VirtualMachineInstance) {}, "1270Mi", "100m", ""},
+		{"four vCPUs, no graphics", func(vmi *kubevirtv1.VirtualMachineInstance) {
+			vmi.Spec.Domain.CPU = &kubevirtv1.CPU{Sockets: 2, Cores: 2}
+			vmi.Spec.Domain.Devices.AutoattachGraphicsDevice = &no
+		}, "1278Mi", "400m", ""},
+		{"explicit CPU request and memory limit", func(vmi *kubevirtv1.VirtualMachineInstance) {
+			vmi.Spec.Domain.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+			vmi.Spec.Domain.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+		}, "1270Mi", "2", "1270Mi"},
+		{"memory.guest only", func(vmi *kubevirtv1.VirtualMachineInstance) {
+			g := resource.MustParse("512Mi")
+			vmi.Spec.Domain.Resources.Requests = nil
+			vmi.Spec.Domain.Memory = &kubevirtv1.Memory{Guest: &g}
+		}, "757Mi", "100m", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := NewLauncherPod(newVMI(tc.mut), "img").Spec.Containers[0].Resources
+			if got := res.Requests[corev1.ResourceMemory]; got.Cmp(resource.MustParse(tc.wantMem)) != 0 {
+				t.Errorf("memory request %s, want %s", got.String(), tc.wantMem)
+			}
+			if got := res.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse(tc.wantCPU)) != 0 {
+				t.Errorf("cpu request %s, want %s", got.String(), tc.wantCPU)
+			}
+			got, ok := res.Limits[corev1.ResourceMemory]
+			if tc.wantLim == "" && ok || tc.wantLim != "" && got.Cmp(resource.MustParse(tc.wantLim)) != 0 {
+				t.Errorf("memory limit %s, want %q", got.String(), tc.wantLim)
+			}
+		})
+	}
+}
+
+func TestHostname(t *testing.T) {
+	long := "a2345678901234567890123456789012345678901234567890123456789012-45"
+	for _, tc := range []struct{ name, hostname, want string }{
+		{"demo", "", "demo"},
+		{"demo", "guest", "guest"},
+		{"my.vm", "", "my-vm"},
+		{long, "", long[:62]},
+	} {
+		vmi := newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) { vmi.Name, vmi.Spec.Hostname = tc.name, tc.hostname })
+		if got := Hostname(vmi); got != tc.want {
+			t.Errorf("Hostname(%q, %q) = %q, want %q", tc.name, tc.hostname, got, tc.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,158 @@
+package vmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Reconciler carries out Decide. It is level-based: every reconcile reads the VMI and its
+// launcher Pods afresh, so a missed event or a restart loses nothing.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads past the cache. Before the controller creates a Pod, or concludes that the
+	// Pod is gone, it asks the apiserver: the cache may not show a Pod created a moment ago, and
+	// acting on that would start a second launcher or fail a healthy VMI. nil means Client.
+	APIReader client.Reader
+	// LauncherImage is the image of the compute container.
+	LauncherImage string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// SetupWithManager watches VMIs and the Pods they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.LauncherImage == "" {
+		return errors.New("VMI controller: no virt-launcher image")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("virtualmachineinstance").
+		For(&kubevirtv1.VirtualMachineInstance{}).
+		Owns(&corev1.Pod{}).
+		Complete(r)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, vmi); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pods, err := r.launcherPods(ctx, r.Client, vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pods) == 0 && (vmi.DeletionTimestamp != nil || controllerPhase(vmi.Status.Phase)) {
+		// No Pod in the cache is about to create one, fail the VMI or release it: confirm first.
+		if pods, err = r.launcherPods(ctx, r.apiReader(), vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	d := Decide(vmi, pods, r.now())
+	switch d.Action {
+	case DeletePods:
+		for i := range pods {
+			p := &pods[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete launcher pod %s: %w", p.Name, err)
+			}
+			logger.Info("deleted launcher pod", "pod", p.Name)
+		}
+		// The Pods' deletion events bring the VMI back here to release it.
+		return ctrl.Result{}, nil
+	case Release:
+		if !controllerutil.ContainsFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		patch := client.MergeFromWithOptions(vmi.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(vmi, kubevirtv1.VirtualMachineInstanceFinalizer)
+		if err := r.Client.Patch(ctx, vmi, patch); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+		logger.Info("released VMI: no launcher pod left")
+		return ctrl.Result{}, nil
+	case CreatePod:
+		pod := NewLauncherPod(vmi, r.LauncherImage)
+		if err := r.Client.Create(ctx, pod); err != nil {
+			return ctrl.Result{}, fmt.Errorf("create launcher pod: %w", err)
+		}
+		logger.Info("created launcher pod", "pod", pod.Name)
+	}
+	if vmi.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.writeVMI(ctx, vmi, d)
+}
+
+// launcherPods lists the Pods labelled as the VMI's launchers and keeps those it controls: a
+// copied label must not make the controller adopt or delete somebody else's Pod.
+func (r *Reconciler) launcherPods(ctx context.Context, reader client.Reader, vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := reader.List(ctx, &list, client.InNamespace(vmi.Namespace), client.MatchingLabels{
+		kubevirtv1.AppLabel:       LauncherLabelValue,
+		kubevirtv1.CreatedByLabel: string(vmi.UID),
+	}); err != nil {
+		return nil, fmt.Errorf("list launcher pods: %w", err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if metav1.IsControlledBy(&p, vmi) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// writeVMI stores the decided status, the finalizer and the node label in one update. The VMI
+// has no status subresource, so the whole object goes, guarded by its resourceVersion: a
+// conflicting write (virt-handler's, a user's) makes the reconcile start over from fresh state.
+func (r *Reconciler) writeVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, d Decision) error {
+	updated := vmi.DeepCopy()
+	updated.Status = d.Status
+	controllerutil.AddFinalizer(updated, kubevirtv1.VirtualMachineInstanceFinalizer)
+	if d.NodeName != "" {
+		if updated.Labels == nil {
+			updated.Labels = map[string]string{}
+		}
+		updated.Labels[kubevirtv1.NodeNameLabel] = d.NodeName
+	}
+	if equality.Semantic.DeepEqual(vmi, updated) {
+		return nil
+	}
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return fmt.Errorf("update VMI: %w", err)
+	}
+	if updated.Status.Phase != vmi.Status.Phase {
+		log.FromContext(ctx).Info("VMI phase changed", "from", vmi.Status.Phase, "to", updated.Status.Phase, "node", updated.Status.NodeName)
+	}
+	return nil
+}
