@@ -51,13 +51,21 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) down
 
 .PHONY: run
-run: cluster-up ## Start the local stack and install what exists of the module.
+run: build cluster-up ## Start the local stack with kubevirt-core behind its rewriters, and create the example VM.
 	kc=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up 2>/dev/null); \
-	kubectl --kubeconfig "$$kc" apply --server-side -R -f crds/; \
-	echo; echo "The stack is up. Try:"; \
-	echo "  export KUBECONFIG=$$kc"; \
-	echo "  kubectl get ns"; \
-	echo "  make cluster-down   # to stop it"
+	kubectl --kubeconfig "$$kc" apply --server-side -R -f crds/ >/dev/null; \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up -core >/dev/null; \
+	kv=$$(dirname "$$kc")/kubevirt.kubeconfig; \
+	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
+	echo; echo "The stack is up, with virt-controller and virt-api each behind a kube-api-rewriter."; \
+	echo "KubeVirt's names, through a rewriter:"; \
+	echo "  export KUBECONFIG=$$kv"; \
+	echo "  kubectl get vm,vmi,pods"; \
+	echo "  echo '{}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/demo/stop -f -"; \
+	echo "What the cluster really holds:"; \
+	echo "  kubectl --kubeconfig $$kc get intvirt"; \
+	echo "No node runs pods yet, so the VM waits as ErrorUnschedulable (the node agent comes next)."; \
+	echo "  make cluster-down   # to stop it all"
 
 include hack/crds.mk
 

@@ -1,6 +1,7 @@
 // Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
 //
-//	devcluster [flags] up            start the stack (idempotent); prints the kubeconfig path last
+//	devcluster [flags] up [-core]    start the stack (idempotent); prints the kubeconfig path last;
+//	                                 -core also runs kubevirt-core, each component behind a rewriter
 //	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
 //	devcluster [flags] status        show each daemon and its pid
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
@@ -16,9 +17,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"syscall"
 
+	"github.com/d8virt/hack/pkg/core"
 	"github.com/d8virt/hack/pkg/localnet"
 	"github.com/d8virt/hack/pkg/stack"
 )
@@ -33,6 +36,7 @@ func main() {
 func run() error {
 	name := flag.String("name", envOr("D8V_STACK", "dev"), "stack name; its state lives in <cache>/stacks/<name> (env D8V_STACK)")
 	stateDir := flag.String("state-dir", os.Getenv("D8V_STATE_DIR"), "state directory, overriding the one derived from -name (env D8V_STATE_DIR)")
+	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries, for -core (env D8V_BIN_DIR)")
 	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|host add|del|list [NAME]|net-down")
@@ -56,24 +60,60 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// A stack that once ran the core keeps a marker, so that down and status see the core too.
+	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
+	withCore := func() error {
+		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10})
+		if err != nil {
+			return err
+		}
+		s.AddComponents(cs...)
+		return nil
+	}
+	if _, err := os.Stat(coreMarker); err == nil {
+		if err := withCore(); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	switch args[0] {
 	case "up":
+		fs := flag.NewFlagSet("up", flag.ExitOnError)
+		runCore := fs.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
+		_ = fs.Parse(args[1:])
 		if err := stack.EnsureBinaries(os.Stderr); err != nil {
 			return err
+		}
+		if *runCore && len(cfg.Components) == 0 && len(s.Config().Components) == 0 {
+			if err := withCore(); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(coreMarker, nil, 0o644); err != nil {
+				return err
+			}
 		}
 		if err := s.Up(ctx); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "apiserver %s is ready; logs in %s/logs\n", s.Server(), cfg.StateDir)
+		if len(s.Config().Components) > 0 {
+			fmt.Fprintf(os.Stderr, "kubevirt-core is running; kubectl speaks kubevirt.io with --kubeconfig %s\n", core.KubeconfigPath(s))
+		}
 		fmt.Println(s.KubeconfigPath())
 	case "down":
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
 		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
 		_ = fs.Parse(args[1:])
-		return s.Down(*purge)
+		err := s.Down(*purge)
+		if len(s.Config().Components) > 0 {
+			err = errors.Join(err, core.Down(cfg.Net))
+		}
+		return err
 	case "status":
 		st := s.Status()
 		names := make([]string, 0, len(st))

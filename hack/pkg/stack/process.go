@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,12 @@ type process struct {
 	name string
 	bin  string
 	args []string
+	// netns runs the daemon inside a test host's network namespace.
+	netns string
+	// before, when set, prepares each start.
+	before func(ctx context.Context) error
+	// ready, when set, tells that a freshly started daemon serves.
+	ready func(ctx context.Context) error
 }
 
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.cfg.StateDir, "run", name+".pid") }
@@ -38,7 +45,10 @@ func (s *Stack) running(p process) (int, bool) {
 	}
 	// The exe link, unlike cmdline, is already set while the kernel is still loading the binary.
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil || strings.TrimSuffix(exe, " (deleted)") != p.bin {
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	// Inside a namespace, ip is the process until it has exec'ed the daemon.
+	starting := p.netns != "" && filepath.Base(exe) == "ip"
+	if err != nil || (exe != p.bin && !starting) {
 		return 0, false
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && isZombie(stat) {
@@ -66,6 +76,10 @@ func (s *Stack) start(p process) error {
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n==== %s starting %s\n", time.Now().Format(time.RFC3339), strings.Join(append([]string{p.bin}, p.args...), " "))
 	cmd := exec.Command(p.bin, p.args...)
+	if p.netns != "" {
+		// ip execs the daemon in place, so the pid and /proc/PID/exe are the daemon's own.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", p.netns, p.bin}, p.args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = s.cfg.StateDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -47,6 +47,25 @@ type Config struct {
 	ServiceCIDR string
 	// Log receives progress lines; nil means silence.
 	Log io.Writer
+	// Components are the module's own programs, started in order after the control plane is
+	// ready and stopped before it.
+	Components []Component
+}
+
+// Component is a long-running program that the stack runs next to the control plane, like the
+// pods of a node would.
+type Component struct {
+	Name string
+	// Bin is the absolute path of the program.
+	Bin  string
+	Args []string
+	// NetNS, when set, runs the program inside that network namespace (a test host).
+	NetNS string
+	// Before, when set, runs before each start: it writes what the program reads, such as
+	// certificates and kubeconfigs.
+	Before func(ctx context.Context) error
+	// Ready, when set, tells that the program serves; Up waits for it.
+	Ready func(ctx context.Context) error
 }
 
 // Ports derived from PortBase.
@@ -83,8 +102,25 @@ func New(cfg Config) (*Stack, error) {
 	return &Stack{cfg: cfg, exits: map[string]string{}}, nil
 }
 
+// AddComponents appends programs to run after the control plane; see Config.Components.
+func (s *Stack) AddComponents(cs ...Component) { s.cfg.Components = append(s.cfg.Components, cs...) }
+
 // Config returns the effective configuration.
 func (s *Stack) Config() Config { return s.cfg }
+
+// IssueCert writes a certificate signed by the cluster CA into the stack's PKI (once) and returns
+// the certificate and key files: serving certificates for the module's servers.
+func (s *Stack) IssueCert(name string, dnsNames []string, ips []net.IP) (certFile, keyFile string, err error) {
+	spec := certSpec{name: name, signer: "ca", cn: dnsNames[0], dnsNames: dnsNames, ips: ips,
+		usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if err := ensurePKI(filepath.Join(s.cfg.StateDir, "pki"), append(s.certSpecs()[:1], spec)); err != nil {
+		return "", "", err
+	}
+	return s.pki(name + ".crt"), s.pki(name + ".key"), nil
+}
+
+// CAFile is the cluster CA certificate, which also signs IssueCert's certificates.
+func (s *Stack) CAFile() string { return s.pki("ca.crt") }
 
 // KubeconfigPath is the admin kubeconfig (user kubernetes-admin in system:masters).
 func (s *Stack) KubeconfigPath() string { return filepath.Join(s.cfg.StateDir, "admin.kubeconfig") }
@@ -111,7 +147,7 @@ func (s *Stack) processes() []process {
 		"--authentication-kubeconfig=" + s.kubeconfig("controller-manager"),
 		"--authorization-kubeconfig=" + s.kubeconfig("controller-manager"),
 	}
-	return []process{
+	ps := []process{
 		{name: "etcd", bin: bin("etcd"), args: []string{
 			"--name=default",
 			"--data-dir=" + filepath.Join(s.cfg.StateDir, "etcd"),
@@ -169,6 +205,10 @@ func (s *Stack) processes() []process {
 			"--profiling=false",
 		}},
 	}
+	for _, c := range s.cfg.Components {
+		ps = append(ps, process{name: c.Name, bin: c.Bin, args: c.Args, netns: c.NetNS, before: c.Before, ready: c.Ready})
+	}
+	return ps
 }
 
 func (s *Stack) certSpecs() []certSpec {
@@ -257,13 +297,25 @@ func (s *Stack) Up(ctx context.Context) error {
 	if err := s.writeKubeconfigs(); err != nil {
 		return err
 	}
-	for _, p := range s.processes() {
+	core := len(s.processes()) - len(s.cfg.Components)
+	for i, p := range s.processes() {
+		if i == core {
+			// The module's programs expect a bootstrapped cluster.
+			if err := s.waitBootstrapped(ctx); err != nil {
+				return err
+			}
+		}
 		if pid, ok := s.running(p); ok {
 			s.logf("%s already running (pid %d)", p.name, pid)
 			continue
 		}
 		if err := s.checkPortFree(p); err != nil {
 			return err
+		}
+		if p.before != nil {
+			if err := p.before(ctx); err != nil {
+				return fmt.Errorf("prepare %s: %w", p.name, err)
+			}
 		}
 		s.logf("starting %s, log in %s", p.name, s.logFile(p.name))
 		if err := s.start(p); err != nil {
@@ -311,10 +363,12 @@ func (s *Stack) waitStarted(ctx context.Context, p process) error {
 		})
 	case "kube-apiserver":
 		return s.poll(ctx, p, 120*time.Second, func() error { return s.Ready(ctx) })
-	default:
-		// Give the daemon a moment to fail on bad flags, so the error surfaces here.
-		return s.poll(ctx, p, 2*time.Second, func() error { time.Sleep(time.Second); return nil })
 	}
+	if p.ready != nil {
+		return s.poll(ctx, p, 60*time.Second, func() error { return p.ready(ctx) })
+	}
+	// Give the daemon a moment to fail on bad flags, so the error surfaces here.
+	return s.poll(ctx, p, 2*time.Second, func() error { time.Sleep(time.Second); return nil })
 }
 
 func (s *Stack) poll(ctx context.Context, p process, timeout time.Duration, check func() error) error {

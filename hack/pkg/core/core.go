@@ -1,0 +1,161 @@
+// Package core runs kubevirt-core on the local stack the way a cluster runs it: every component
+// talks kubevirt.io through its own kube-api-rewriter, and virt-api serves from a test host behind
+// a real APIService. Product code has no local mode: only flags and kubeconfigs differ.
+package core
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/d8virt/hack/pkg/localnet"
+	"github.com/d8virt/hack/pkg/stack"
+)
+
+// Namespace holds the core's Service for virt-api.
+const Namespace = "kubevirt"
+
+// Options place the core next to a stack.
+type Options struct {
+	// BinDir has kube-api-rewriter, virt-controller and virt-api (make build puts them in bin/).
+	BinDir string
+	// Stack is the control plane the core runs on; its state directory keeps the core's files.
+	Stack *stack.Stack
+	// PortBase is the first of the loopback ports the core's listeners use (five in all).
+	PortBase int
+}
+
+// KubeconfigPath is a kubeconfig for people: kubectl speaks kubevirt.io through a rewriter.
+func KubeconfigPath(s *stack.Stack) string {
+	return filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
+}
+
+func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// writeKubeconfig points a client at a rewriter's api listener, which needs no credentials.
+func writeKubeconfig(path, server string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["rewriter"] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos["rewriter"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["rewriter"] = &clientcmdapi.Context{Cluster: "rewriter", AuthInfo: "rewriter", Namespace: "default"}
+	cfg.CurrentContext = "rewriter"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func httpReady(url string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// rewriter is a kube-api-rewriter in front of one component, with the admin's credentials.
+func rewriter(o Options, name, apiAddr, healthAddr, netns string) stack.Component {
+	c := stack.Component{
+		Name: "rewriter-" + name,
+		Bin:  filepath.Join(o.BinDir, "kube-api-rewriter"),
+		Args: []string{
+			"--kubeconfig", o.Stack.KubeconfigPath(),
+			"--api-listen", apiAddr, "--health-listen", healthAddr, "--metrics-listen", "",
+			"--log-format", "text",
+		},
+		NetNS: netns,
+	}
+	if netns == "" {
+		c.Ready = httpReady("http://" + healthAddr + "/readyz")
+	}
+	return c
+}
+
+// Components are the core's programs in start order. Building them has no side effects; each
+// prepares what it needs right before it starts.
+func Components(o Options) ([]stack.Component, error) {
+	abs, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return nil, fmt.Errorf("bin dir: %w", err)
+	}
+	// The stack recognises its processes by the absolute path of their executable.
+	o.BinDir = abs
+	for _, b := range []string{"kube-api-rewriter", "virt-controller", "virt-api"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("%s missing in %s (run make build): %w", b, o.BinDir, err)
+		}
+	}
+	dir := o.Stack.Config().StateDir
+	n := o.Stack.Config().Net
+	userAPI, userHealth := loopback(o.PortBase), loopback(o.PortBase+1)
+	ctrlAPI, ctrlHealth := loopback(o.PortBase+2), loopback(o.PortBase+3)
+	ctrlProbe := loopback(o.PortBase + 4)
+	ctrlKubeconfig := filepath.Join(dir, "virt-controller.kubeconfig")
+	apiKubeconfig := filepath.Join(dir, "virt-api.kubeconfig")
+	users := rewriter(o, "users", userAPI, userHealth, "")
+	users.Before = func(context.Context) error { return writeKubeconfig(KubeconfigPath(o.Stack), "http://"+userAPI) }
+
+	ctrlRewriter := rewriter(o, "virt-controller", ctrlAPI, ctrlHealth, "")
+	controller := stack.Component{
+		Name: "virt-controller",
+		Bin:  filepath.Join(o.BinDir, "virt-controller"),
+		Args: []string{
+			"--kubeconfig", ctrlKubeconfig, "--leader-elect=false",
+			"--metrics-bind-address", "0", "--health-probe-bind-address", ctrlProbe,
+		},
+		Before: func(context.Context) error { return writeKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
+		Ready:  httpReady("http://" + ctrlProbe + "/readyz"),
+	}
+
+	// virt-api and its sidecar share a test host, as a pod's containers share its network.
+	netns := localnet.NetNSPrefix + hostName
+	apiRewriter := rewriter(o, "virt-api", "127.0.0.1:23915", "127.0.0.1:8082", netns)
+	apiRewriter.Before = func(context.Context) error {
+		if _, err := n.AddHost(hostName); err != nil {
+			return err
+		}
+		return writeKubeconfig(apiKubeconfig, "http://127.0.0.1:23915")
+	}
+	certFile := filepath.Join(dir, "pki", "virt-api.crt")
+	keyFile := filepath.Join(dir, "pki", "virt-api.key")
+	virtAPI := stack.Component{
+		Name:  "virt-api",
+		Bin:   filepath.Join(o.BinDir, "virt-api"),
+		NetNS: netns,
+		Args: []string{
+			"--kubeconfig", apiKubeconfig, "--listen", ":8443",
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		},
+		Before: func(context.Context) error {
+			_, _, err := o.Stack.IssueCert("virt-api", []string{"virt-api." + Namespace + ".svc"}, nil)
+			return err
+		},
+		Ready: func(ctx context.Context) error {
+			host, err := n.AddHost(hostName)
+			if err != nil {
+				return err
+			}
+			return register(ctx, o.Stack, host)
+		},
+	}
+	return []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}, nil
+}
+
+// hostName is the test host that plays virt-api's pod.
+const hostName = "virt-api"
+
+// Down removes what the components added besides processes: the test host of virt-api.
+func Down(n localnet.Net) error { return n.DeleteHost(hostName) }
