@@ -243,7 +243,13 @@ func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) 
 		defer body.Close()
 		cw := &countingWriter{w: pw}
 		cr := &countingReader{r: body}
-		err := t.o.Rewriter.ObjectStream(rewrite.Restore, cw, cr, target)
+		// ObjectStream writes item by item; batching them saves a pipe hand-over, and with the
+		// reverse proxy's immediate flushing a chunk and a syscall, per list item.
+		bw := bufio.NewWriterSize(cw, 64<<10)
+		err := t.o.Rewriter.ObjectStream(rewrite.Restore, bw, cr, target)
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
 		t.addBytes("out", cw.n)
 		if errors.Is(err, io.EOF) {
 			if cr.n == 0 {
