@@ -201,6 +201,14 @@ func buildSchemas() *schemas {
 		"rules":           arr(rule),
 		"aggregationRule": obj(map[string]*node{"clusterRoleSelectors": arr(selector)}),
 	})
+	// Access reviews ask about resources by group and name: a component asks about kubevirt.io, the
+	// apiserver's authorizer knows the renamed names. SelfSubjectRulesReview answers with rules.
+	add([]string{"authorization.k8s.io"}, []string{"SubjectAccessReview", "LocalSubjectAccessReview", "SelfSubjectAccessReview"}, map[string]*node{
+		"spec": obj(map[string]*node{"resourceAttributes": gvr}),
+	})
+	add([]string{"authorization.k8s.io"}, []string{"SelfSubjectRulesReview"}, map[string]*node{
+		"status": obj(map[string]*node{"resourceRules": arr(rule)}),
+	})
 	add([]string{"admissionregistration.k8s.io"}, []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"},
 		map[string]*node{"webhooks": arr(webhook)})
 	add([]string{"admissionregistration.k8s.io"}, []string{"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"},

@@ -90,7 +90,6 @@ func (t *RoundTripper) unlistedFamilyGroup(g string) bool {
 var passthroughGroups = map[string]bool{
 	"coordination.k8s.io":   true,
 	"authentication.k8s.io": true,
-	"authorization.k8s.io":  true,
 }
 
 // streamingSubresources are byte streams or upgrades, never API objects.
