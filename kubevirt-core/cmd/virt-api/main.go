@@ -1,5 +1,6 @@
-// Command virt-api serves the core's aggregated API, subresources.kubevirt.io/v1, over TLS. It
-// talks kubevirt.io through a kube-api-rewriter sidecar (its kubeconfig points at the sidecar) and
+// Command virt-api serves the core's aggregated API, subresources.kubevirt.io/v1, over TLS, and
+// its admission webhooks on a second TLS listener that only the rewriter sidecar's webhook
+// listener calls (it restores the renamed kinds to kubevirt.io first). It talks kubevirt.io through a kube-api-rewriter sidecar (its kubeconfig points at the sidecar) and
 // trusts only the apiserver's front proxy, whose CA it reads from the cluster.
 package main
 
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,24 +26,52 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
+	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
 )
 
 func main() {
 	listen := flag.String("listen", ":8443", "address of the TLS listener the APIService points at")
 	certFile := flag.String("tls-cert-file", "/etc/virt-api/certificates/tls.crt", "serving certificate")
 	keyFile := flag.String("tls-key-file", "/etc/virt-api/certificates/tls.key", "serving key")
+	webhookListen := flag.String("webhook-listen", "127.0.0.1:9443", "address of the admission webhook TLS listener, for the rewriter sidecar; empty disables it")
+	systemUsers := flag.String("system-users", defaultSystemUsers(), "comma-separated users that may change a VMI's spec (KubeVirt's own service accounts)")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, log, *listen, *certFile, *keyFile); err != nil {
+	users := map[string]bool{}
+	for _, u := range strings.Split(*systemUsers, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			users[u] = true
+		}
+	}
+	hooks := webhookConfig{listen: *webhookListen, systemUsers: users}
+	if err := run(ctx, log, *listen, *certFile, *keyFile, hooks); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string) error {
+// defaultSystemUsers are KubeVirt's component service accounts in virt-api's own namespace.
+func defaultSystemUsers() string {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "kubevirt"
+	}
+	var users []string
+	for _, sa := range []string{"kubevirt-controller", "kubevirt-handler", "kubevirt-apiserver"} {
+		users = append(users, "system:serviceaccount:"+ns+":"+sa)
+	}
+	return strings.Join(users, ",")
+}
+
+type webhookConfig struct {
+	listen      string
+	systemUsers map[string]bool
+}
+
+func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string, hooks webhookConfig) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -78,18 +108,33 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string
 			ClientCAs: auth.ClientCAs, ClientAuth: tls.VerifyClientCertIfGiven,
 		},
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServeTLS("", "") }()
-	log.Info("serving subresources.kubevirt.io/v1", "addr", listen)
+	servers := []*http.Server{srv}
+	if hooks.listen != "" {
+		// The webhook listener sees only the sidecar, which does not present a client
+		// certificate; it is meant for loopback.
+		servers = append(servers, &http.Server{
+			Addr:              hooks.listen,
+			Handler:           (&webhooks.Server{Presets: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks")}).Handler(),
+			ReadHeaderTimeout: 30 * time.Second,
+			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		})
+	}
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { errc <- fmt.Errorf("serve %s: %w", s.Addr, s.ListenAndServeTLS("", "")) }()
+	}
+	log.Info("serving subresources.kubevirt.io/v1", "addr", listen, "webhooks", hooks.listen)
+	var runErr error
 	select {
-	case err := <-errc:
-		return err
+	case runErr = <-errc:
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+			runErr = fmt.Errorf("shutdown %s: %w", s.Addr, err)
+		}
 	}
-	return nil
+	return runErr
 }
