@@ -14,7 +14,7 @@ import (
 // renameCRDs prints the renamed form of every CRD in the given files ("-" is standard input).
 func renameCRDs(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: kube-api-rewriter rename-crds FILE|- ...")
+		return errors.New("usage: kube-api-rewriter rename-crds FILE [FILE ...], where FILE - is standard input")
 	}
 	rw := rewrite.New(rules.Default())
 	first := true

@@ -218,7 +218,7 @@ func unescapePointer(s string) string {
 }
 
 func escapePointer(s string) string {
-	if strings.IndexAny(s, "~/") < 0 {
+	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")

@@ -33,6 +33,7 @@ func ValidateVMICommand(cmd string, vmi *kubevirtv1.VirtualMachineInstance) *api
 			return vmiConflict(vmi.Name, "VM is not running")
 		}
 		if vmi.Spec.LivenessProbe != nil {
+			//lint:ignore ST1005 KubeVirt's exact message, which clients match on
 			return apierrors.NewForbidden(vmiResource, vmi.Name, fmt.Errorf("Pausing VMIs with LivenessProbe is currently not supported"))
 		}
 		if hasCondition(vmi, kubevirtv1.VirtualMachineInstancePaused, "") {
