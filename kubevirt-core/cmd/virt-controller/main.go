@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/replicaset"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vm"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
@@ -72,6 +75,16 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage strin
 	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
 	if err := vmiController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VMI controller: %w", err)
+	}
+	if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("VMI replica set controller: %w", err)
+	}
+	if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("node controller: %w", err)
+	}
+	migrationController := &migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
+	if err := migrationController.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("migration controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

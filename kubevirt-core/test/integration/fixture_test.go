@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,6 +22,9 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 	"github.com/d8virt/kube-api-rewriter/pkg/transport"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/replicaset"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vm"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
@@ -30,7 +34,6 @@ var crdsDir = filepath.Join("..", "..", "..", "crds", "internal.virtualization.d
 
 var (
 	internalVMIs = schema.GroupVersionResource{Group: "internal.virtualization.deckhouse.io", Version: "v1", Resource: "internalvirtualizationvirtualmachineinstances"}
-	internalVMs  = schema.GroupVersionResource{Group: "internal.virtualization.deckhouse.io", Version: "v1", Resource: "internalvirtualizationvirtualmachines"}
 )
 
 type fixture struct {
@@ -82,6 +85,15 @@ func setup(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: testLauncherImage}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), HeartbeatTimeout: testHeartbeatTimeout, RecheckInterval: time.Second}).SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: testLauncherImage}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		go func() { _ = mgr.Start(context.Background()) }()
