@@ -87,7 +87,7 @@ lint: fmt-check vet $(TOOLS_BIN)/staticcheck ## gofmt, go vet and staticcheck.
 # Test binaries share one cluster and register cluster-wide objects (APIServices, webhooks) that
 # briefly disturb discovery, so they run one at a time (-p 1).
 .PHONY: test
-test: deps fmt-check vet $(DEVCLUSTER) ## Unit and integration tests against a real control plane.
+test: deps lint $(DEVCLUSTER) ## Lint, then unit and integration tests against a real control plane.
 	$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge
 	kc=$$($(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) up); \
 	trap '$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
