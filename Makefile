@@ -68,6 +68,7 @@ run: build cluster-up ## Start the local stack with kubevirt-core behind its rew
 	echo "  make cluster-down   # to stop it all"
 
 include hack/crds.mk
+include hack/libvirt.mk
 
 .PHONY: fmt-check
 fmt-check:

@@ -8,6 +8,8 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	libvirt.org/go/libvirt v1.11006.0
+	libvirt.org/go/libvirtxml v1.12008.0
 )
 
 require (

@@ -11,7 +11,7 @@ packages=(
   ca-certificates iproute2 iptables util-linux procps curl
   libvirt-daemon-system libvirt-daemon-system-sysv libvirt-dev pkg-config
   qemu-system-x86 qemu-utils xorriso genisoimage
-  busybox-static cpio linux-image-cloud-amd64
+  busybox-static cpio linux-image-cloud-amd64 syslinux syslinux-common mtools dosfstools
 )
 
 missing=()
