@@ -28,13 +28,16 @@ export PATH := $(K8S_BIN):$(PATH)
 help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-.PHONY: deps
-deps: ## Install the Debian packages (root, idempotent) and build the Kubernetes binaries and helm.
+.PHONY: apt-deps
+apt-deps: ## Install the Debian packages (root, idempotent): libvirt headers for cgo, QEMU, ISO tools, the guest's kernel.
 	hack/install-deps.sh
+
+.PHONY: deps
+deps: apt-deps ## Also build the Kubernetes binaries and helm into the machine-wide cache.
 	hack/build-k8s.sh >/dev/null
 
 .PHONY: build
-build: ## Build every binary into bin/.
+build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt headers).
 	mkdir -p bin
 	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api,$(MODULES))))
 

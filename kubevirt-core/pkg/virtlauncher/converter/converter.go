@@ -1,0 +1,337 @@
+// Package converter turns a VirtualMachineInstance into a libvirt domain, as KubeVirt's
+// virt-launcher does, for the subset of the API this project runs so far.
+//
+// The conversion is pure: everything that depends on the node or on files the launcher prepared
+// (disk image paths, socket paths, whether KVM exists) comes in through ConverterContext, so the
+// result can be unit tested and is the same for the same inputs.
+package converter
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	k8sv1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"libvirt.org/go/libvirtxml"
+)
+
+// DefaultMachineType is what KubeVirt uses on x86_64 when neither the VMI nor the cluster picks one.
+const DefaultMachineType = "q35"
+
+// firmwareUUIDNamespace seeds the stable domain UUID of VMIs that carry no firmware UUID, so a
+// restarted launcher of the same VMI presents the same SMBIOS UUID to the guest.
+var firmwareUUIDNamespace = uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+
+// ConverterContext is what the launcher knows about the node and the files it prepared.
+type ConverterContext struct {
+	// Emulation selects TCG (type='qemu') instead of KVM, for nodes without /dev/kvm.
+	Emulation bool
+	// MachineType, when set, overrides the VMI's machine type: the tiny guest's kernel lacks the
+	// AHCI driver q35 cdroms need, and tests pick "pc".
+	MachineType string
+	// EmulatorPath is the QEMU binary; empty lets libvirt choose.
+	EmulatorPath string
+	// VolumePaths maps a volume name to the file the disk uses: the containerDisk overlay, the
+	// emptyDisk image, the cloud-init ISO, the hostDisk or the PVC image.
+	VolumePaths map[string]string
+	// SerialSocket is the unix socket QEMU listens on for the serial console; empty means none.
+	SerialSocket string
+	// SerialLog, when set, receives a copy of everything the guest prints on the serial port.
+	SerialLog string
+	// VNCSocket is the unix socket QEMU's VNC server listens on; empty means no graphics.
+	VNCSocket string
+	// UserNetwork adds one virtio NIC on QEMU's user-mode network. A stand-in until the pod
+	// network binding exists: it gives the guest's DHCP client an answer.
+	UserNetwork bool
+}
+
+// Domain converts vmi into a libvirt domain. Errors name the VMI field at fault.
+func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvirtxml.Domain, error) {
+	if vmi == nil {
+		return nil, fmt.Errorf("no VMI")
+	}
+	spec := &vmi.Spec.Domain
+	dom := &libvirtxml.Domain{
+		Type: "kvm",
+		Name: DomainName(vmi),
+		UUID: DomainUUID(vmi),
+		// The guest decides how to stop; libvirt then tears QEMU down and the launcher reports the
+		// reason. Reboots stay inside the same QEMU, as in KubeVirt.
+		OnPoweroff: "destroy",
+		OnReboot:   "restart",
+		OnCrash:    "destroy",
+		// ACPI is what makes the graceful stop (power button) reach the guest.
+		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}},
+		Clock:    &libvirtxml.DomainClock{Offset: "utc"},
+		Devices:  &libvirtxml.DomainDeviceList{Emulator: c.EmulatorPath},
+	}
+	if c.Emulation {
+		dom.Type = "qemu"
+	}
+
+	mem, err := guestMemory(vmi)
+	if err != nil {
+		return nil, err
+	}
+	dom.Memory = &libvirtxml.DomainMemory{Value: uint(mem), Unit: "b"}
+
+	cpu, vcpus, err := convertCPU(spec.CPU, c.Emulation)
+	if err != nil {
+		return nil, err
+	}
+	dom.CPU = cpu
+	dom.VCPU = &libvirtxml.DomainVCPU{Placement: "static", Value: vcpus}
+
+	machine := DefaultMachineType
+	if spec.Machine != nil && spec.Machine.Type != "" {
+		machine = spec.Machine.Type
+	}
+	if c.MachineType != "" {
+		machine = c.MachineType
+	}
+	dom.OS = &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm", Arch: "x86_64", Machine: machine}}
+	if spec.Firmware != nil && spec.Firmware.Serial != "" {
+		dom.SysInfo = []libvirtxml.DomainSysInfo{{SMBIOS: &libvirtxml.DomainSysInfoSMBIOS{
+			System: &libvirtxml.DomainSysInfoSystem{Entry: []libvirtxml.DomainSysInfoEntry{
+				{Name: "uuid", Value: dom.UUID},
+				{Name: "serial", Value: spec.Firmware.Serial},
+			}},
+		}}}
+		dom.OS.SMBios = &libvirtxml.DomainSMBios{Mode: "sysinfo"}
+	}
+
+	disks, needSCSI, err := convertDisks(vmi, c)
+	if err != nil {
+		return nil, err
+	}
+	dom.Devices.Disks = disks
+	if needSCSI {
+		dom.Devices.Controllers = append(dom.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: new(uint), Model: "virtio-scsi"})
+	}
+
+	devices := &spec.Devices
+	if c.SerialSocket != "" && enabled(devices.AutoattachSerialConsole) {
+		port := uint(0)
+		serial := libvirtxml.DomainSerial{
+			Source: &libvirtxml.DomainChardevSource{
+				UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: c.SerialSocket},
+			},
+			Target: &libvirtxml.DomainSerialTarget{Port: &port},
+		}
+		if c.SerialLog != "" {
+			serial.Log = &libvirtxml.DomainChardevLog{File: c.SerialLog}
+		}
+		dom.Devices.Serials = []libvirtxml.DomainSerial{serial}
+		// The console element is what libvirt and the guest tooling look for; it aliases serial 0.
+		dom.Devices.Consoles = []libvirtxml.DomainConsole{{Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port}}}
+	}
+	if c.VNCSocket != "" && enabled(devices.AutoattachGraphicsDevice) {
+		dom.Devices.Graphics = []libvirtxml.DomainGraphic{{VNC: &libvirtxml.DomainGraphicVNC{Socket: c.VNCSocket}}}
+		heads, vram := uint(1), uint(16384)
+		dom.Devices.Videos = []libvirtxml.DomainVideo{{Model: libvirtxml.DomainVideoModel{Type: "vga", Heads: heads, VRam: vram}}}
+	}
+	if c.UserNetwork {
+		dom.Devices.Interfaces = []libvirtxml.DomainInterface{{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		}}
+	}
+	if devices.Rng != nil {
+		dom.Devices.RNGs = []libvirtxml.DomainRNG{{
+			Model:   "virtio",
+			Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
+		}}
+	}
+	// libvirt adds a balloon on its own unless told not to; KubeVirt's default is a virtio one.
+	balloon := "virtio"
+	if !enabled(devices.AutoattachMemBalloon) {
+		balloon = "none"
+	}
+	dom.Devices.MemBalloon = &libvirtxml.DomainMemBalloon{Model: balloon}
+	return dom, nil
+}
+
+// DomainName is KubeVirt's domain name for a VMI: <namespace>_<name>, unique per node.
+func DomainName(vmi *kubevirtv1.VirtualMachineInstance) string {
+	return vmi.Namespace + "_" + vmi.Name
+}
+
+// DomainUUID is the VMI's firmware UUID, or a UUID derived from the VMI's UID when it has none.
+func DomainUUID(vmi *kubevirtv1.VirtualMachineInstance) string {
+	if fw := vmi.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+		return string(fw.UUID)
+	}
+	return uuid.NewSHA1(firmwareUUIDNamespace, []byte(vmi.UID)).String()
+}
+
+func enabled(b *bool) bool { return b == nil || *b }
+
+// guestMemory is the memory the guest sees, in bytes: spec.domain.memory.guest, else the memory
+// request, else the limit, as KubeVirt's defaulting does.
+func guestMemory(vmi *kubevirtv1.VirtualMachineInstance) (int64, error) {
+	spec := &vmi.Spec.Domain
+	var q *resource.Quantity
+	field := ""
+	switch {
+	case spec.Memory != nil && spec.Memory.Guest != nil:
+		q, field = spec.Memory.Guest, "spec.domain.memory.guest"
+	default:
+		if r, ok := spec.Resources.Requests[k8sv1.ResourceMemory]; ok {
+			q, field = &r, "spec.domain.resources.requests.memory"
+		} else if l, ok := spec.Resources.Limits[k8sv1.ResourceMemory]; ok {
+			q, field = &l, "spec.domain.resources.limits.memory"
+		}
+	}
+	if q == nil {
+		return 0, fmt.Errorf("spec.domain.memory.guest: no guest memory (set it or spec.domain.resources.requests.memory)")
+	}
+	if q.Value() <= 0 {
+		return 0, fmt.Errorf("%s: guest memory must be positive, got %s", field, q.String())
+	}
+	return q.Value(), nil
+}
+
+// convertCPU maps the topology and model. Under TCG the host's CPU model cannot be presented (TCG
+// emulates its own), so host-model and host-passthrough fall back to QEMU's default model.
+func convertCPU(cpu *kubevirtv1.CPU, emulation bool) (*libvirtxml.DomainCPU, uint, error) {
+	sockets, cores, threads := uint(1), uint(1), uint(1)
+	model := kubevirtv1.CPUModeHostModel
+	if cpu != nil {
+		if cpu.Sockets > 0 {
+			sockets = uint(cpu.Sockets)
+		}
+		if cpu.Cores > 0 {
+			cores = uint(cpu.Cores)
+		}
+		if cpu.Threads > 0 {
+			threads = uint(cpu.Threads)
+		}
+		if cpu.Model != "" {
+			model = cpu.Model
+		}
+	}
+	out := &libvirtxml.DomainCPU{Topology: &libvirtxml.DomainCPUTopology{Sockets: int(sockets), Cores: int(cores), Threads: int(threads)}}
+	switch {
+	case model == kubevirtv1.CPUModeHostModel || model == kubevirtv1.CPUModeHostPassthrough:
+		if !emulation {
+			out.Mode = model
+		}
+	case strings.ContainsAny(model, " /<>&"):
+		return nil, 0, fmt.Errorf("spec.domain.cpu.model: invalid CPU model %q", model)
+	default:
+		out.Mode = "custom"
+		out.Match = "exact"
+		out.Model = &libvirtxml.DomainCPUModel{Value: model, Fallback: "allow"}
+	}
+	return out, sockets * cores * threads, nil
+}
+
+// volumeFormat is the image format of the file behind each supported volume type.
+func volumeFormat(v *kubevirtv1.Volume) (format string, readOnly bool, ok bool) {
+	switch {
+	case v.ContainerDisk != nil, v.EmptyDisk != nil:
+		// Both are qcow2 files the launcher creates: an overlay over the read-only base image,
+		// or a sparse scratch disk.
+		return "qcow2", false, true
+	case v.CloudInitNoCloud != nil, v.CloudInitConfigDrive != nil:
+		// The guest must never write into its own configuration.
+		return "raw", true, true
+	case v.HostDisk != nil, v.PersistentVolumeClaim != nil:
+		return "raw", false, true
+	}
+	return "", false, false
+}
+
+// convertDisks attaches every disk of the VMI to its volume. Target names follow the bus: vdX for
+// virtio, sdX for SATA, SCSI and USB, lettered in declaration order as KubeVirt does.
+func convertDisks(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) ([]libvirtxml.DomainDisk, bool, error) {
+	volumes := map[string]*kubevirtv1.Volume{}
+	for i := range vmi.Spec.Volumes {
+		volumes[vmi.Spec.Volumes[i].Name] = &vmi.Spec.Volumes[i]
+	}
+	next := map[string]int{}
+	needSCSI := false
+	var out []libvirtxml.DomainDisk
+	for i, d := range vmi.Spec.Domain.Devices.Disks {
+		field := fmt.Sprintf("spec.domain.devices.disks[%d]", i)
+		vol, ok := volumes[d.Name]
+		if !ok {
+			return nil, false, fmt.Errorf("%s: volume %q not found", field, d.Name)
+		}
+		format, readOnly, ok := volumeFormat(vol)
+		if !ok {
+			return nil, false, fmt.Errorf("%s: volume %q: volume type not supported by this launcher", field, d.Name)
+		}
+		path := c.VolumePaths[d.Name]
+		if path == "" {
+			return nil, false, fmt.Errorf("%s: volume %q: no file prepared for it", field, d.Name)
+		}
+
+		device, bus := "disk", kubevirtv1.DiskBusVirtio
+		switch {
+		case d.LUN != nil:
+			return nil, false, fmt.Errorf("%s.lun: LUN disks are not supported", field)
+		case d.CDRom != nil:
+			device, bus = "cdrom", kubevirtv1.DiskBusSATA
+			if d.CDRom.Bus != "" {
+				bus = d.CDRom.Bus
+			}
+			// A cdrom is read-only unless explicitly made writable.
+			if d.CDRom.ReadOnly == nil || *d.CDRom.ReadOnly {
+				readOnly = true
+			}
+		case d.Disk != nil:
+			if d.Disk.Bus != "" {
+				bus = d.Disk.Bus
+			}
+			readOnly = readOnly || d.Disk.ReadOnly
+		}
+		prefix := "sd"
+		switch bus {
+		case kubevirtv1.DiskBusVirtio:
+			if device == "cdrom" {
+				return nil, false, fmt.Errorf("%s.cdrom.bus: virtio is not a cdrom bus", field)
+			}
+			prefix = "vd"
+		case kubevirtv1.DiskBusSCSI:
+			needSCSI = true
+		case kubevirtv1.DiskBusSATA, kubevirtv1.DiskBusUSB:
+		default:
+			return nil, false, fmt.Errorf("%s: unsupported disk bus %q", field, bus)
+		}
+		dev := prefix + driveLetters(next[prefix])
+		next[prefix]++
+
+		disk := libvirtxml.DomainDisk{
+			Device: device,
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format, Cache: string(d.Cache)},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: path}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: dev, Bus: string(bus)},
+			Serial: d.Serial,
+			// The alias lets events and status map the device back to the VMI's disk name.
+			Alias: &libvirtxml.DomainAlias{Name: "ua-" + d.Name},
+		}
+		if readOnly {
+			disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}
+		}
+		if d.BootOrder != nil {
+			if *d.BootOrder == 0 {
+				return nil, false, fmt.Errorf("%s.bootOrder: must be greater than 0", field)
+			}
+			disk.Boot = &libvirtxml.DomainDeviceBoot{Order: *d.BootOrder}
+		}
+		out = append(out, disk)
+	}
+	return out, needSCSI, nil
+}
+
+// driveLetters names the n-th drive like the kernel: a..z, aa..az, ba...
+func driveLetters(n int) string {
+	s := ""
+	for n++; n > 0; n = (n - 1) / 26 {
+		s = string(rune('a'+(n-1)%26)) + s
+	}
+	return s
+}
