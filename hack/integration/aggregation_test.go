@@ -1,29 +1,21 @@
 package integration
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/d8virt/hack/pkg/testenv"
 )
 
 const aggGroup = "aggtest.stack.test.d8v.io"
-
-var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 // aggServer is a minimal aggregated API server: it trusts only the front-proxy client certificate
 // and answers with the identity the apiserver forwarded in the request headers.
@@ -85,39 +77,7 @@ func TestAggregatedAPIThroughFrontProxy(t *testing.T) {
 
 	env.ExposeService(t, ns, "aggapi", host.IP.String(), 8443)
 
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1." + aggGroup},
-		"spec": map[string]any{
-			"group": aggGroup, "version": "v1",
-			"service":              map[string]any{"namespace": ns, "name": "aggapi", "port": int64(443)},
-			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-		},
-	}}
-	apisvc := env.Dynamic.Resource(apiServices)
-	if _, err := apisvc.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create APIService: %v", err)
-	}
-	t.Cleanup(func() { _ = apisvc.Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{}) })
-
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := apisvc.Get(ctx, svc.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "Available" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("APIService never became Available: %v", err)
-	}
+	env.RegisterAPIService(t, aggGroup, "v1", ns, "aggapi", caPEM)
 
 	body, err := env.Kube.Discovery().RESTClient().Get().
 		AbsPath("/apis", aggGroup, "v1", "namespaces", ns, "echoes", "hello").DoRaw(ctx)

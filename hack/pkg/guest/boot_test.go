@@ -3,13 +3,10 @@ package guest_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/d8virt/hack/pkg/guest"
+	"github.com/d8virt/hack/pkg/guest/guesttest"
 	"github.com/d8virt/hack/pkg/libvirtd"
 )
 
@@ -172,19 +170,19 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 			dom.Destroy()
 		}
 	}()
-	qemuPid := qemuPidOf(t, spec.Name)
+	qemuPid := guesttest.QemuPidOf(t, spec.Name)
 
-	con, err := dialConsole(ctx, spec.Devices.Serials[0].Source.UNIX.Path)
+	con, err := guesttest.DialConsole(ctx, spec.Devices.Serials[0].Source.UNIX.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer con.Close()
 
 	// The Debian cloud kernel under TCG boots in 10-40 s here; leave room for a loaded machine.
-	if _, err := con.waitFor(regexp.MustCompile(`(?m)^hello-from-user-data\r?$`), 120*time.Second); err != nil {
+	if _, err := con.WaitFor(regexp.MustCompile(`(?m)^hello-from-user-data\r?$`), 120*time.Second); err != nil {
 		t.Fatalf("user-data output: %v", err)
 	}
-	line, err := con.waitFor(regexp.MustCompile(guest.ReadyMarker+` hostname=(\S+)`), 60*time.Second)
+	line, err := con.WaitFor(regexp.MustCompile(guest.ReadyMarker+` hostname=(\S+)`), 60*time.Second)
 	if err != nil {
 		t.Fatalf("ready marker: %v", err)
 	}
@@ -198,10 +196,10 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 	answer := regexp.MustCompile(`(?m)^42\r?$`)
 	var typed bool
 	for i := 0; i < 10 && !typed; i++ {
-		if err := con.write("echo $((6*7))\n"); err != nil {
+		if err := con.Write("echo $((6*7))\n"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := con.waitFor(answer, 5*time.Second); err == nil {
+		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
 			typed = true
 		}
 	}
@@ -213,10 +211,10 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 	leased := regexp.MustCompile(`inet 10\.0\.2\.15/24`)
 	var hasLease bool
 	for i := 0; i < 15 && !hasLease; i++ {
-		if err := con.write("ip -4 -o addr show dev eth0\n"); err != nil {
+		if err := con.Write("ip -4 -o addr show dev eth0\n"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := con.waitFor(leased, 2*time.Second); err == nil {
+		if _, err := con.WaitFor(leased, 2*time.Second); err == nil {
 			hasLease = true
 		}
 	}
@@ -245,7 +243,7 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("%s: powered off %s after the ACPI request", host, time.Since(stopStart).Round(100*time.Millisecond))
-	if _, err := con.waitFor(regexp.MustCompile(guest.ShutdownMarker), time.Second); err != nil {
+	if _, err := con.WaitFor(regexp.MustCompile(guest.ShutdownMarker), time.Second); err != nil {
 		t.Errorf("guest did not run its shutdown path: %v", err)
 	}
 
@@ -253,7 +251,7 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 	if _, err := conn.LookupDomainByName(spec.Name); !isNoDomain(err) {
 		t.Errorf("domain %s still defined after poweroff (err %v)", spec.Name, err)
 	}
-	for i := 0; processExists(qemuPid); i++ {
+	for i := 0; guesttest.ProcessExists(qemuPid); i++ {
 		if i > 50 {
 			t.Fatalf("QEMU (pid %d) still runs after the guest powered off", qemuPid)
 		}
@@ -264,125 +262,4 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 func isNoDomain(err error) bool {
 	lerr, ok := err.(libvirt.Error)
 	return ok && lerr.Code == libvirt.ERR_NO_DOMAIN
-}
-
-// qemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
-func qemuPidOf(t *testing.T, name string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if strings.HasPrefix(filepath.Base(args[0]), "qemu-system") && strings.Contains(string(b), "guest="+name+",") {
-			return pid
-		}
-	}
-	t.Fatalf("no QEMU process for domain %s", name)
-	return 0
-}
-
-func processExists(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// console collects what the guest prints on its serial port.
-type console struct {
-	conn net.Conn
-	mu   sync.Mutex
-	buf  strings.Builder
-	seen int // waitFor looks at output after the previous match only
-	done chan struct{}
-}
-
-func dialConsole(ctx context.Context, path string) (*console, error) {
-	var conn net.Conn
-	var err error
-	// QEMU creates the socket as it starts; retry briefly.
-	for i := 0; i < 50; i++ {
-		var d net.Dialer
-		if conn, err = d.DialContext(ctx, "unix", path); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("connect serial console %s: %w", path, err)
-	}
-	c := &console{conn: conn, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		b := make([]byte, 4096)
-		for {
-			n, err := conn.Read(b)
-			c.mu.Lock()
-			c.buf.Write(b[:n])
-			c.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return c, nil
-}
-
-func (c *console) write(s string) error {
-	if _, err := c.conn.Write([]byte(s)); err != nil {
-		return fmt.Errorf("write to serial console: %w", err)
-	}
-	return nil
-}
-
-// waitFor waits until re matches the output not yet consumed, and returns the submatches.
-func (c *console) waitFor(re *regexp.Regexp, timeout time.Duration) ([]string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		out := c.buf.String()
-		rest := out[c.seen:]
-		if loc := re.FindStringSubmatchIndex(rest); loc != nil {
-			m := re.FindStringSubmatch(rest)
-			c.seen += loc[1]
-			c.mu.Unlock()
-			return m, nil
-		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%q not seen on the serial console within %s", re, timeout)
-		}
-		select {
-		case <-c.done:
-			// The console closed (QEMU exited); one last look at what arrived.
-			if loc := re.FindStringSubmatch(c.String()[c.seen:]); loc != nil {
-				return loc, nil
-			}
-			return nil, fmt.Errorf("serial console closed before %q appeared", re)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (c *console) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
-func (c *console) Close() error {
-	return c.conn.Close()
 }

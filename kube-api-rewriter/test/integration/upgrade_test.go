@@ -3,10 +3,8 @@ package integration
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,9 +16,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/d8virt/hack/pkg/testenv"
 )
@@ -91,36 +86,7 @@ func TestConsoleUpgradeThroughSidecarAndAggregator(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	env.ExposeService(t, ns, "virt-api", host.IP.String(), 8443)
 
-	apiServices := env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1.subresources.rewritertest.d8v.io"},
-		"spec": map[string]any{
-			"group": "subresources.rewritertest.d8v.io", "version": "v1",
-			"service":              map[string]any{"namespace": ns, "name": "virt-api", "port": int64(443)},
-			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-		},
-	}}
-	if _, err := apiServices.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = apiServices.Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{}) })
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := apiServices.Get(ctx, svc.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Available" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		t.Fatalf("APIService not available: %v", err)
-	}
+	env.RegisterAPIService(t, "subresources.rewritertest.d8v.io", "v1", ns, "virt-api", caPEM)
 
 	proxyURL, _ := url.Parse(fx.modes[0].config.Host)
 	conn, err := net.DialTimeout("tcp", proxyURL.Host, 5*time.Second)

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
@@ -14,8 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -53,35 +50,7 @@ func startVirtAPI(t *testing.T, fx *fixture) string {
 	t.Cleanup(func() { _ = hs.Close() })
 	env.ExposeService(t, ns, "virt-api", host.IP.String(), 8443)
 
-	apiServices := env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
-	svc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": "v1.subresources.kubevirt.io"},
-		"spec": map[string]any{
-			"group": "subresources.kubevirt.io", "version": "v1",
-			"service":              map[string]any{"namespace": ns, "name": "virt-api", "port": int64(443)},
-			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-		},
-	}}
-	if _, err := apiServices.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The APIService goes with the server, or discovery would fail cluster-wide afterwards.
-	t.Cleanup(func() { _ = apiServices.Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{}) })
-	eventually(t, "APIService available", func(ctx context.Context) error {
-		got, err := apiServices.Get(ctx, svc.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Available" && m["status"] == "True" {
-				return nil
-			}
-		}
-		return errNotYet
-	})
+	env.RegisterAPIService(t, "subresources.kubevirt.io", "v1", ns, "virt-api", caPEM)
 	return ln.Addr().String()
 }
 

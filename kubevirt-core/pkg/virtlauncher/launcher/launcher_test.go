@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/d8virt/hack/pkg/guest"
+	"github.com/d8virt/hack/pkg/guest/guesttest"
 	"github.com/d8virt/hack/pkg/libvirtd"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
@@ -76,10 +76,10 @@ func TestLauncher(t *testing.T) {
 		l := startLauncher(ctx, t, d.URI, store, vmi)
 		con := l.console(ctx, t)
 
-		if _, err := con.waitFor(regexp.MustCompile(`(?m)^hello-from-launcher\r?$`), 150*time.Second); err != nil {
+		if _, err := con.WaitFor(regexp.MustCompile(`(?m)^hello-from-launcher\r?$`), 150*time.Second); err != nil {
 			t.Fatalf("user-data output: %v", err)
 		}
-		line, err := con.waitFor(regexp.MustCompile(guest.ReadyMarker+` hostname=(\S+)`), 60*time.Second)
+		line, err := con.WaitFor(regexp.MustCompile(guest.ReadyMarker+` hostname=(\S+)`), 60*time.Second)
 		if err != nil {
 			t.Fatalf("ready marker: %v", err)
 		}
@@ -90,16 +90,16 @@ func TestLauncher(t *testing.T) {
 		answer := regexp.MustCompile(`(?m)^42\r?$`)
 		typed := false
 		for i := 0; i < 10 && !typed; i++ {
-			if err := con.write("echo $((6*7))\n"); err != nil {
+			if err := con.Write("echo $((6*7))\n"); err != nil {
 				t.Fatal(err)
 			}
-			_, err := con.waitFor(answer, 5*time.Second)
+			_, err := con.WaitFor(answer, 5*time.Second)
 			typed = err == nil
 		}
 		if !typed {
 			t.Fatal("no answer from the shell on the serial console")
 		}
-		qemu := qemuPidOf(t, converter.DomainName(vmi))
+		qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
 
 		// What SIGTERM does to virt-launcher.
 		l.cancel()
@@ -107,7 +107,7 @@ func TestLauncher(t *testing.T) {
 		if res.Reason != launcher.ReasonShutdown || res.ExitCode != launcher.ExitStopped {
 			t.Fatalf("result %+v, want a clean shutdown", res)
 		}
-		if _, err := con.waitFor(regexp.MustCompile(guest.ShutdownMarker), time.Second); err != nil {
+		if _, err := con.WaitFor(regexp.MustCompile(guest.ShutdownMarker), time.Second); err != nil {
 			t.Errorf("guest did not run its shutdown path (ACPI): %v", err)
 		}
 		l.checkTerminationLog(t, res)
@@ -119,10 +119,10 @@ func TestLauncher(t *testing.T) {
 		l := startLauncher(ctx, t, d.URI, store, vmi)
 		con := l.console(ctx, t)
 		// Any output proves the guest runs; no need to wait for the whole boot.
-		if _, err := con.waitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
+		if _, err := con.WaitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
 			t.Fatalf("no console output: %v", err)
 		}
-		qemu := qemuPidOf(t, converter.DomainName(vmi))
+		qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
 		if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill QEMU: %v", err)
 		}
@@ -143,10 +143,10 @@ func testTerminated(ctx context.Context, t *testing.T, conn *libvirt.Connect, ur
 	vmi := testVMI("terminated")
 	l := startLauncher(ctx, t, uri, store, vmi)
 	con := l.console(ctx, t)
-	if _, err := con.waitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
+	if _, err := con.WaitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
 		t.Fatalf("no console output: %v", err)
 	}
-	qemu := qemuPidOf(t, converter.DomainName(vmi))
+	qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
 	if err := syscall.Kill(qemu, syscall.SIGTERM); err != nil {
 		t.Fatalf("terminate QEMU: %v", err)
 	}
@@ -224,7 +224,7 @@ func startLauncher(ctx context.Context, t *testing.T, uri, store string, vmi *ku
 	return l
 }
 
-func (l *runningLauncher) console(ctx context.Context, t *testing.T) *console {
+func (l *runningLauncher) console(ctx context.Context, t *testing.T) *guesttest.Console {
 	t.Helper()
 	path := launcher.ConsoleSocket(l.stateDir)
 	// The socket appears once QEMU runs: after the disk and ISO are prepared and the domain starts.
@@ -233,7 +233,7 @@ func (l *runningLauncher) console(ctx context.Context, t *testing.T) *console {
 		var dialer net.Dialer
 		c, err := dialer.DialContext(ctx, "unix", path)
 		if err == nil {
-			con := newConsole(c)
+			con := guesttest.NewConsole(c)
 			t.Cleanup(func() { con.Close() })
 			return con
 		}
@@ -283,47 +283,12 @@ func assertGone(t *testing.T, conn *libvirt.Connect, name string, qemu int) {
 	} else if lerr := (libvirt.Error{}); !errors.As(err, &lerr) || lerr.Code != libvirt.ERR_NO_DOMAIN {
 		t.Errorf("look up domain %s: %v", name, err)
 	}
-	for i := 0; processExists(qemu); i++ {
+	for i := 0; guesttest.ProcessExists(qemu); i++ {
 		if i > 50 {
 			t.Fatalf("QEMU (pid %d) still runs", qemu)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// qemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
-func qemuPidOf(t *testing.T, name string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if strings.HasPrefix(filepath.Base(args[0]), "qemu-system") && strings.Contains(string(b), "guest="+name+",") {
-			return pid
-		}
-	}
-	t.Fatalf("no QEMU process for domain %s", name)
-	return 0
-}
-
-func processExists(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 type testWriter struct{ t *testing.T }
@@ -332,69 +297,3 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
-
-// console collects what the guest prints on its serial port.
-type console struct {
-	conn net.Conn
-	mu   sync.Mutex
-	buf  strings.Builder
-	seen int // waitFor looks at output after the previous match only
-	done chan struct{}
-}
-
-func newConsole(conn net.Conn) *console {
-	c := &console{conn: conn, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		b := make([]byte, 4096)
-		for {
-			n, err := conn.Read(b)
-			c.mu.Lock()
-			c.buf.Write(b[:n])
-			c.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return c
-}
-
-func (c *console) write(s string) error {
-	if _, err := c.conn.Write([]byte(s)); err != nil {
-		return fmt.Errorf("write to serial console: %w", err)
-	}
-	return nil
-}
-
-// waitFor waits until re matches the output not yet consumed, and returns the submatches.
-func (c *console) waitFor(re *regexp.Regexp, timeout time.Duration) ([]string, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		rest := c.buf.String()[c.seen:]
-		if loc := re.FindStringSubmatchIndex(rest); loc != nil {
-			m := re.FindStringSubmatch(rest)
-			c.seen += loc[1]
-			c.mu.Unlock()
-			return m, nil
-		}
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%q not seen on the serial console within %s", re, timeout)
-		}
-		select {
-		case <-c.done:
-			c.mu.Lock()
-			rest := c.buf.String()[c.seen:]
-			c.mu.Unlock()
-			if m := re.FindStringSubmatch(rest); m != nil {
-				return m, nil
-			}
-			return nil, fmt.Errorf("serial console closed before %q appeared", re)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (c *console) Close() error { return c.conn.Close() }
