@@ -152,7 +152,7 @@ func TestWebhooksThroughRewriter(t *testing.T) {
 		"apiVersion": internalVMs.GroupVersion().String(), "kind": "InternalVirtualizationVirtualMachine",
 		"metadata": map[string]any{"generateName": "probe-", "labels": map[string]any{renamedLabelPrefix + "/deny": "yes"}},
 	}}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		created, err := fx.env.Dynamic.Resource(internalVMs).Namespace(ns).Create(ctx, probe, metav1.CreateOptions{})
 		if err == nil {
 			_ = fx.env.Dynamic.Resource(internalVMs).Namespace(ns).Delete(ctx, created.GetName(), metav1.DeleteOptions{})

@@ -122,7 +122,7 @@ func startWebhooks(t *testing.T, fx *fixture, ns string) {
 	// Configurations take effect asynchronously: wait until a probe is denied, then until a probe
 	// comes back mutated (the two configurations are picked up independently).
 	probeMsg := "spec.domain.devices.disks[0].Name 'probe' not found."
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		probe := newVMI(ns, "")
 		probe.GenerateName = "probe-"
 		probe.Spec.Domain.Devices.Disks = []kubevirtv1.Disk{{Name: "probe"}}
@@ -136,7 +136,7 @@ func startWebhooks(t *testing.T, fx *fixture, ns string) {
 	if err != nil {
 		t.Fatalf("validating webhooks never became active: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		probe := newVMI(ns, "")
 		probe.GenerateName = "probe-"
 		if err := fx.client.Create(ctx, probe); err != nil {
