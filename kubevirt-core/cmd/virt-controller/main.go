@@ -13,8 +13,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	virtmetrics "github.com/d8virt/kubevirt-core/pkg/virtcontroller/metrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/replicaset"
@@ -85,6 +87,11 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage strin
 	migrationController := &migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
 	if err := migrationController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("migration controller: %w", err)
+	}
+	// The manager's registry already carries the workqueue and reconcile metrics of every
+	// controller; KubeVirt's VMI phase gauge joins them, read from the same cache.
+	if err := ctrlmetrics.Registry.Register(&virtmetrics.VMICollector{Reader: mgr.GetCache()}); err != nil {
+		return fmt.Errorf("register VMI metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
