@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
 )
 
 // vmiNameIndex indexes the migration cache by spec.vmiName, so that a VMI's change finds its
@@ -83,19 +85,9 @@ func (r *Reconciler) migrationsOfVMI(ctx context.Context, o client.Object) []rec
 	return out
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
 
-func (r *Reconciler) apiReader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
-}
+func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
 )
 
 // vmiNodeIndex indexes the VMI cache by status.nodeName, the node a VMI runs on.
@@ -61,19 +63,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
 
-func (r *Reconciler) apiReader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
-}
+func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
 
 func (r *Reconciler) timeouts() (time.Duration, time.Duration) {
 	timeout, recheck := r.HeartbeatTimeout, r.RecheckInterval
