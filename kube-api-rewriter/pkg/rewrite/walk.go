@@ -371,7 +371,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 	sc := &scope{group: inhGroup, hasGroup: hasInh, kind: inhKind, hasKind: hasInh && inhKind != ""}
 	parent := w.scope()
 	w.push(sc)
-	ownGroup := false
+	ownGroup, ownKind := false, false
 	w.eachKey(func(ks, ke int, key string) {
 		w.ws()
 		switch key {
@@ -394,7 +394,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 				break
 			}
 			s, e, v := w.str()
-			sc.kind, sc.hasKind, sc.schema = strings.Clone(v), true, nil
+			sc.kind, sc.hasKind, sc.schema, ownKind = strings.Clone(v), true, nil, true
 			if ownGroup {
 				if nk, ok := w.rw.kind(w.dir, sc.group, v); ok {
 					w.replaceString(s, e, nk)
@@ -409,7 +409,9 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 				sc.schema = w.rw.schemaFor(sc.group, sc.kind)
 			}
 			child := lookupField(sc.schema, key)
-			if key == "items" && child == nil && (sc.kind == "" || strings.HasSuffix(sc.kind, "List")) {
+			// Until the body names its own kind, an inherited one is the kind of the items (the
+			// request path's): custom-resource lists come with sorted keys, items before kind.
+			if key == "items" && child == nil && (!ownKind || sc.kind == "" || strings.HasSuffix(sc.kind, "List")) {
 				child = w.rw.sch.items
 			}
 			w.value(child, nil)
