@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -242,13 +243,7 @@ func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) 
 		defer body.Close()
 		cw := &countingWriter{w: pw}
 		cr := &countingReader{r: body}
-		// ObjectStream writes item by item; batching them saves a pipe hand-over, and with the
-		// reverse proxy's immediate flushing a chunk and a syscall, per list item.
-		bw := bufio.NewWriterSize(cw, 64<<10)
-		err := t.o.Rewriter.ObjectStream(rewrite.Restore, bw, cr, target)
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
-		}
+		err := t.restoreDocument(cw, cr, target)
 		t.addBytes("out", cw.n)
 		if errors.Is(err, io.EOF) {
 			if cr.n == 0 {
@@ -270,6 +265,57 @@ func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) 
 		pw.CloseWithError(err)
 	}()
 	return rb
+}
+
+// inMemoryLimit is the largest response restored in one piece. Most answers are far smaller and
+// the in-memory walk is about twice as fast as the streamed one; larger lists stream, so memory
+// stays bounded whatever their size.
+const inMemoryLimit = 1 << 20
+
+// bufPool holds the buffers of in-memory restores: reading a response into a fresh, growing slice
+// and allocating its output cost as much as rewriting it.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, inMemoryLimit+64<<10); return &b }}
+
+// restoreDocument restores one response document from src to dst.
+func (t *RoundTripper) restoreDocument(dst io.Writer, src io.Reader, target rewrite.Target) error {
+	inp, outp := bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
+	defer bufPool.Put(inp)
+	defer bufPool.Put(outp)
+	head := (*inp)[:0]
+	for len(head) <= inMemoryLimit {
+		if cap(head)-len(head) < 32<<10 {
+			head = append(head, make([]byte, 64<<10)...)[:len(head)]
+		}
+		n, err := src.Read(head[len(head):cap(head)])
+		head = head[:len(head)+n]
+		if errors.Is(err, io.EOF) {
+			if len(bytes.TrimSpace(head)) == 0 {
+				return io.EOF
+			}
+			out, err := t.o.Rewriter.AppendObject(rewrite.Restore, (*outp)[:0], head, target)
+			// Keep a buffer that had to grow, but never a nil one from an error.
+			if cap(out) > cap(*outp) && cap(out) <= 4*inMemoryLimit {
+				*outp = out[:0]
+			}
+			*inp = head[:0]
+			if err != nil {
+				return err
+			}
+			_, err = dst.Write(out)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// ObjectStream writes item by item; batching them saves a pipe hand-over, and with the
+	// reverse proxy's immediate flushing a chunk and a syscall, per list item.
+	bw := bufio.NewWriterSize(dst, 64<<10)
+	err := t.o.Rewriter.ObjectStream(rewrite.Restore, bw, io.MultiReader(bytes.NewReader(head), src), target)
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // restoreWatch restores a watch stream event by event; events about hidden objects are dropped.
