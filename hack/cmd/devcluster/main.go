@@ -111,7 +111,7 @@ func run() error {
 		_ = fs.Parse(args[1:])
 		err := s.Down(*purge)
 		if len(s.Config().Components) > 0 {
-			err = errors.Join(err, core.Down(cfg.Net))
+			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
 		}
 		return err
 	case "status":

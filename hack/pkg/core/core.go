@@ -29,6 +29,9 @@ type Options struct {
 	Stack *stack.Stack
 	// PortBase is the first of the loopback ports the core's listeners use (five in all).
 	PortBase int
+	// HostName names the test host that plays virt-api's pod; empty means "virt-api". Test hosts
+	// are machine-wide, so stacks side by side need different ones.
+	HostName string
 }
 
 // KubeconfigPath is a kubeconfig for people: kubectl speaks kubevirt.io through a rewriter.
@@ -93,6 +96,10 @@ func Components(o Options) ([]stack.Component, error) {
 	}
 	// The stack recognises its processes by the absolute path of their executable.
 	o.BinDir = abs
+	if o.HostName == "" {
+		o.HostName = hostName
+	}
+	hostName := o.HostName
 	for _, b := range []string{"kube-api-rewriter", "virt-controller", "virt-api"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s missing in %s (run make build): %w", b, o.BinDir, err)
@@ -154,8 +161,13 @@ func Components(o Options) ([]stack.Component, error) {
 	return []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}, nil
 }
 
-// hostName is the test host that plays virt-api's pod.
+// hostName is the default test host that plays virt-api's pod.
 const hostName = "virt-api"
 
 // Down removes what the components added besides processes: the test host of virt-api.
-func Down(n localnet.Net) error { return n.DeleteHost(hostName) }
+func Down(n localnet.Net, o Options) error {
+	if o.HostName == "" {
+		o.HostName = hostName
+	}
+	return n.DeleteHost(o.HostName)
+}
