@@ -126,7 +126,9 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 	)
-	if t.rewrites(req, ri) {
+	if strings.HasPrefix(req.URL.Path, "/openapi/v3") && req.Method == http.MethodGet {
+		resp, err = t.openAPIRoundTrip(req)
+	} else if t.rewrites(req, ri) {
 		resp, err = t.rewriteRoundTrip(req, ri, verb == "watch")
 	} else {
 		resp, err = t.next.RoundTrip(req)
@@ -516,4 +518,45 @@ func (e *eventReader) next() ([]byte, error) {
 		}
 	}
 	return e.buf, nil
+}
+
+// openAPIRoundTrip serves the OpenAPI v3 index and group-version documents in the component's
+// names, so that kubectl explain works through the rewriter. Other documents pass through.
+func (t *RoundTripper) openAPIRoundTrip(req *http.Request) (*http.Response, error) {
+	rw := t.o.Rewriter
+	out := req.Clone(req.Context())
+	restore := rw.OpenAPIDocument
+	switch p, renamed := rw.OpenAPIPath(req.URL.Path); {
+	case req.URL.Path == "/openapi/v3":
+		restore = rw.OpenAPIRoot
+	case renamed:
+		out.URL.Path, out.URL.RawPath = p, ""
+	default:
+		return t.next.RoundTrip(req)
+	}
+	out.Header.Set("Accept", "application/json")
+	out.Header.Del("Accept-Encoding")
+	resp, err := t.next.RoundTrip(out)
+	// The apiserver labels the JSON index text/plain, so the content type is not checked; a body
+	// that does not decode is answered as an error below.
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read OpenAPI document: %w", err)
+	}
+	restored, err := restore(body)
+	if err != nil {
+		t.rewriteError("openapi", rewrite.Restore, err)
+		return statusResponse(req, http.StatusBadGateway, "InternalError", fmt.Sprintf("kube-api-rewriter: %v", err)), nil
+	}
+	t.rewritten("openapi", rewrite.Restore)
+	resp.Body = io.NopCloser(bytes.NewReader(restored))
+	resp.ContentLength = int64(len(restored))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(restored)))
+	resp.Header.Del("Etag")
+	resp.Uncompressed = true
+	return resp, nil
 }

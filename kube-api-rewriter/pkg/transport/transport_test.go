@@ -332,7 +332,7 @@ func TestPassthrough(t *testing.T) {
 		{name: "cdi", method: "GET", target: "/apis/cdi.kubevirt.io/v1beta1/namespaces/ns/datavolumes?labelSelector=kubevirt.io%2Fx",
 			header: map[string]string{"Accept": "application/vnd.kubernetes.protobuf"}, respCT: "application/vnd.kubernetes.protobuf", respRaw: protoBody},
 		{name: "healthz", method: "GET", target: "/healthz", respCT: "text/plain", respRaw: "ok"},
-		{name: "openapi", method: "GET", target: "/openapi/v3/apis/kubevirt.io/v1", header: map[string]string{"Accept": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"},
+		{name: "openapi", method: "GET", target: "/openapi/v2", header: map[string]string{"Accept": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"},
 			respCT: "application/com.github.proto-openapi.spec.v3@v1.0+protobuf", respRaw: protoBody},
 		{name: "lease update in protobuf", method: "PUT", target: "/apis/coordination.k8s.io/v1/namespaces/ns/leases/virt-controller",
 			header: map[string]string{"Content-Type": "application/vnd.kubernetes.protobuf", "Accept": "application/vnd.kubernetes.protobuf, */*", "Accept-Encoding": "gzip"},

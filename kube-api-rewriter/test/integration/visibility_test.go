@@ -60,6 +60,15 @@ func TestKubectlThroughProxy(t *testing.T) {
 		t.Errorf("VM columns %v, want KubeVirt's NAME AGE STATUS READY", header)
 	}
 
+	// kubectl explain reads OpenAPI v3, which the rewriter serves in KubeVirt's names.
+	// (The test CRDs have open spec schemas; the generated ones in crds/ have every field.)
+	explain := kubectl(t, sidecar.kubeconfig, "explain", "vm.spec")
+	for _, want := range []string{"GROUP:      kubevirt.io", "KIND:       VirtualMachine", "FIELD: spec <Object>"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("kubectl explain through the proxy lacks %q:\n%s", want, explain)
+		}
+	}
+
 	viaProxy := kubectl(t, sidecar.kubeconfig, "api-resources")
 	direct := kubectl(t, fx.env.Kubeconfig, "api-resources")
 	if !strings.Contains(viaProxy, "kubevirt.io/v1") || strings.Contains(viaProxy, "internal.virtualization.deckhouse.io") {
