@@ -50,13 +50,7 @@ func TestCoreOnTheLocalStack(t *testing.T) {
 	if err := s.Up(ctx); err != nil {
 		t.Fatalf("control plane: %v", err)
 	}
-	kubectl := func(kubeconfig string, stdin string, args ...string) (string, error) {
-		cmd := exec.Command(filepath.Join(stack.BinDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := kubectl(s.KubeconfigPath(), "", "apply", "--server-side", "-R", "-f", filepath.Join(repo, "crds")); err != nil {
+	if out, err := testenv.KubectlInput(t, s.KubeconfigPath(), "", "apply", "--server-side", "-R", "-f", filepath.Join(repo, "crds")); err != nil {
 		t.Fatalf("apply CRDs: %v\n%s", err, out)
 	}
 
@@ -74,14 +68,14 @@ func TestCoreOnTheLocalStack(t *testing.T) {
 	}
 
 	kv := core.KubeconfigPath(s)
-	if out, err := kubectl(kv, "", "apply", "-f", filepath.Join(repo, "examples", "vm.yaml")); err != nil {
+	if out, err := testenv.KubectlInput(t, kv, "", "apply", "-f", filepath.Join(repo, "examples", "vm.yaml")); err != nil {
 		t.Fatalf("apply the example VM through the rewriter: %v\n%s", err, out)
 	}
 	status := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			out, err := kubectl(kv, "", "get", "vm", "demo", "-n", "default", "-o", "jsonpath={.status.printableStatus}")
+			out, err := testenv.KubectlInput(t, kv, "", "get", "vm", "demo", "-n", "default", "-o", "jsonpath={.status.printableStatus}")
 			if err == nil && out == want {
 				return
 			}
@@ -93,17 +87,17 @@ func TestCoreOnTheLocalStack(t *testing.T) {
 	}
 	// No node runs pods on the local stack yet: the VM waits for one, as KubeVirt reports it.
 	status("ErrorUnschedulable")
-	if out, err := kubectl(s.KubeconfigPath(), "", "get", "intvirtvm", "demo", "-n", "default", "-o", "name"); err != nil ||
+	if out, err := testenv.KubectlInput(t, s.KubeconfigPath(), "", "get", "intvirtvm", "demo", "-n", "default", "-o", "name"); err != nil ||
 		!strings.Contains(out, "internalvirtualizationvirtualmachine.internal.virtualization.deckhouse.io/demo") {
 		t.Errorf("the cluster does not hold the renamed VM: %v\n%s", err, out)
 	}
 	// virt-api answers through the apiserver's aggregation layer and its own rewriter.
 	stop := "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/demo/stop"
-	if out, err := kubectl(kv, "{}", "replace", "--raw", stop, "-f", "-"); err != nil {
+	if out, err := testenv.KubectlInput(t, kv, "{}", "replace", "--raw", stop, "-f", "-"); err != nil {
 		t.Fatalf("stop: %v\n%s", err, out)
 	}
 	status("Stopped")
-	if out, err := kubectl(kv, "{}", "replace", "--raw", stop, "-f", "-"); err == nil || !strings.Contains(out, "VM is not running") {
+	if out, err := testenv.KubectlInput(t, kv, "{}", "replace", "--raw", stop, "-f", "-"); err == nil || !strings.Contains(out, "VM is not running") {
 		t.Errorf("second stop: %v\n%s", err, out)
 	}
 }

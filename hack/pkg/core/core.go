@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/d8virt/hack/pkg/localnet"
 	"github.com/d8virt/hack/pkg/stack"
 )
@@ -40,16 +37,6 @@ func KubeconfigPath(s *stack.Stack) string {
 }
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
-
-// writeKubeconfig points a client at a rewriter's api listener, which needs no credentials.
-func writeKubeconfig(path, server string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["rewriter"] = &clientcmdapi.Cluster{Server: server}
-	cfg.AuthInfos["rewriter"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["rewriter"] = &clientcmdapi.Context{Cluster: "rewriter", AuthInfo: "rewriter", Namespace: "default"}
-	cfg.CurrentContext = "rewriter"
-	return clientcmd.WriteToFile(*cfg, path)
-}
 
 func httpReady(url string) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
@@ -113,7 +100,9 @@ func Components(o Options) ([]stack.Component, error) {
 	ctrlKubeconfig := filepath.Join(dir, "virt-controller.kubeconfig")
 	apiKubeconfig := filepath.Join(dir, "virt-api.kubeconfig")
 	users := rewriter(o, "users", userAPI, userHealth, "")
-	users.Before = func(context.Context) error { return writeKubeconfig(KubeconfigPath(o.Stack), "http://"+userAPI) }
+	users.Before = func(context.Context) error {
+		return stack.WriteRewriterKubeconfig(KubeconfigPath(o.Stack), "http://"+userAPI)
+	}
 
 	ctrlRewriter := rewriter(o, "virt-controller", ctrlAPI, ctrlHealth, "")
 	controller := stack.Component{
@@ -123,7 +112,7 @@ func Components(o Options) ([]stack.Component, error) {
 			"--kubeconfig", ctrlKubeconfig, "--leader-elect=false",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", ctrlProbe,
 		},
-		Before: func(context.Context) error { return writeKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
+		Before: func(context.Context) error { return stack.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
 		Ready:  httpReady("http://" + ctrlProbe + "/readyz"),
 	}
 
@@ -134,7 +123,7 @@ func Components(o Options) ([]stack.Component, error) {
 		if _, err := n.AddHost(hostName); err != nil {
 			return err
 		}
-		return writeKubeconfig(apiKubeconfig, "http://127.0.0.1:23915")
+		return stack.WriteRewriterKubeconfig(apiKubeconfig, "http://127.0.0.1:23915")
 	}
 	certFile := filepath.Join(dir, "pki", "virt-api.crt")
 	keyFile := filepath.Join(dir, "pki", "virt-api.key")

@@ -15,7 +15,6 @@ import (
 
 	"github.com/d8virt/hack/pkg/guest"
 	"github.com/d8virt/hack/pkg/guest/guesttest"
-	"github.com/d8virt/hack/pkg/libvirtd"
 )
 
 // TestBoot boots the guest for real through libvirt and QEMU (TCG), once by direct kernel boot with
@@ -23,27 +22,9 @@ import (
 // as a containerDisk would) with the ISO as a virtio disk. Each time it checks the user-data output
 // on the serial console, a command typed into the console, and a graceful ACPI poweroff.
 func TestBoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: libvirtd and QEMU guests")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-
-	img, err := guest.BuildImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A private instance, so the test neither depends on nor stops the one a developer uses.
-	opts := libvirtd.Options{StateDir: libvirtd.StateDirFor("guest-test")}
-	d, err := libvirtd.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := libvirtd.Stop(context.Background(), opts); err != nil {
-			t.Errorf("stop libvirtd: %v", err)
-		}
-	})
+	img, d := guesttest.Setup(ctx, t, "guest-test")
 	conn, err := libvirt.NewConnect(d.URI)
 	if err != nil {
 		t.Fatalf("connect %s: %v", d.URI, err)

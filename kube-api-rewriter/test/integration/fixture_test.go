@@ -16,11 +16,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/hack/pkg/stack"
 	"github.com/d8virt/hack/pkg/testenv"
 	"github.com/d8virt/kube-api-rewriter/pkg/crdrename"
 	"github.com/d8virt/kube-api-rewriter/pkg/metrics"
@@ -100,12 +99,7 @@ func newFixture(t *testing.T) *fixture {
 	srv := httptest.NewServer(proxy.NewAPI(upstream, engine, log))
 
 	kubeconfig := filepath.Join(os.TempDir(), "rewriter-proxy-"+filepath.Base(srv.URL)+".kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL}
-	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
-	kc.CurrentContext = "proxy"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	if err := stack.WriteRewriterKubeconfig(kubeconfig, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 

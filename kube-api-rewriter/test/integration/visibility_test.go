@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,20 +15,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/hack/pkg/stack"
 	"github.com/d8virt/hack/pkg/testenv"
 )
-
-func kubectl(t *testing.T, kubeconfig string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(stack.BinDir(), "kubectl"),
-		append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // kubectl through the sidecar sees KubeVirt's API with its printer columns; directly it sees the
 // renamed one.
@@ -47,7 +33,7 @@ func TestKubectlThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out := kubectl(t, sidecar.kubeconfig, "get", "vms,vmis", "-n", ns)
+	out := testenv.Kubectl(t, sidecar.kubeconfig, "get", "vms,vmis", "-n", ns)
 	for _, want := range []string{
 		"virtualmachine.kubevirt.io/printed", "virtualmachineinstance.kubevirt.io/printed",
 		"STATUS", "READY", "PHASE", "IP", "NODENAME",
@@ -62,15 +48,15 @@ func TestKubectlThroughProxy(t *testing.T) {
 
 	// kubectl explain reads OpenAPI v3, which the rewriter serves in KubeVirt's names.
 	// (The test CRDs have open spec schemas; the generated ones in crds/ have every field.)
-	explain := kubectl(t, sidecar.kubeconfig, "explain", "vm.spec")
+	explain := testenv.Kubectl(t, sidecar.kubeconfig, "explain", "vm.spec")
 	for _, want := range []string{"GROUP:      kubevirt.io", "KIND:       VirtualMachine", "FIELD: spec <Object>"} {
 		if !strings.Contains(explain, want) {
 			t.Errorf("kubectl explain through the proxy lacks %q:\n%s", want, explain)
 		}
 	}
 
-	viaProxy := kubectl(t, sidecar.kubeconfig, "api-resources")
-	direct := kubectl(t, fx.env.Kubeconfig, "api-resources")
+	viaProxy := testenv.Kubectl(t, sidecar.kubeconfig, "api-resources")
+	direct := testenv.Kubectl(t, fx.env.Kubeconfig, "api-resources")
 	if !strings.Contains(viaProxy, "kubevirt.io/v1") || strings.Contains(viaProxy, "internal.virtualization.deckhouse.io") {
 		t.Errorf("api-resources through the proxy:\n%s", viaProxy)
 	}

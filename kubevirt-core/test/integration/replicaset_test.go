@@ -3,48 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/hack/pkg/stack"
 	"github.com/d8virt/hack/pkg/testenv"
 )
-
-// sidecarKubeconfig writes a kubeconfig for kubectl that talks kubevirt.io through the fixture's
-// sidecar, as a user of the platform would.
-func sidecarKubeconfig(t *testing.T, fx *fixture) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "sidecar.kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["sidecar"] = &clientcmdapi.Cluster{Server: fx.sidecar.Host}
-	kc.AuthInfos["sidecar"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["sidecar"] = &clientcmdapi.Context{Cluster: "sidecar", AuthInfo: "sidecar"}
-	kc.CurrentContext = "sidecar"
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func runKubectl(t *testing.T, kubeconfig string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(stack.BinDir(), "kubectl"),
-		append([]string{"--kubeconfig", kubeconfig, "--cache-dir", t.TempDir()}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 func newReplicaSet(ns, name string, replicas int32) *kubevirtv1.VirtualMachineInstanceReplicaSet {
 	tmpl := newVMI(ns, name)
@@ -116,20 +84,20 @@ func TestReplicaSetScalesWithKubectl(t *testing.T) {
 		}
 	}
 
-	kc := sidecarKubeconfig(t, fx)
-	runKubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=3")
+	kc := testenv.RewriterKubeconfig(t, fx.sidecar.Host)
+	testenv.Kubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=3")
 	vmis = replicasSettle(t, fx, rs, 3, 0)
 
 	// Play virt-handler: one replica runs and is ready.
 	keep := vmis[1].Name
 	setVMIPhase(t, fx, ns, keep, kubevirtv1.Running, true)
 	replicasSettle(t, fx, rs, 3, 1)
-	if out := runKubectl(t, kc, "get", "vmirs", "farm", "-n", ns, "-o", "jsonpath={.status.replicas}/{.status.readyReplicas}"); out != "3/1" {
+	if out := testenv.Kubectl(t, kc, "get", "vmirs", "farm", "-n", ns, "-o", "jsonpath={.status.replicas}/{.status.readyReplicas}"); out != "3/1" {
 		t.Errorf("kubectl get vmirs: %q", out)
 	}
 
 	// Scaling down keeps the running replica: the ones not yet running go first.
-	runKubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=1")
+	testenv.Kubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=1")
 	vmis = replicasSettle(t, fx, rs, 1, 1)
 	if vmis[0].Name != keep {
 		t.Errorf("kept %s, want the running %s", vmis[0].Name, keep)
@@ -153,7 +121,7 @@ func TestReplicaSetScalesWithKubectl(t *testing.T) {
 		return nil
 	})
 
-	runKubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=0")
+	testenv.Kubectl(t, kc, "scale", "vmirs", "farm", "-n", ns, "--replicas=0")
 	replicasSettle(t, fx, rs, 0, 0)
 }
 

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/d8virt/hack/pkg/guest"
+	"github.com/d8virt/hack/pkg/libvirtd"
 )
 
 // QemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
@@ -148,4 +151,29 @@ func (c *Console) String() string {
 // Close disconnects from the console.
 func (c *Console) Close() error {
 	return c.conn.Close()
+}
+
+// Setup builds the guest image and starts a private libvirtd named instance for one test, which
+// stops it at the end: tests neither depend on nor stop the instance a developer uses. It skips
+// when not run as root, which libvirtd and QEMU need; CI runs as root.
+func Setup(ctx context.Context, t testing.TB, instance string) (guest.Image, *libvirtd.Daemon) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: libvirtd and QEMU guests")
+	}
+	img, err := guest.BuildImage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := libvirtd.Options{StateDir: libvirtd.StateDirFor(instance)}
+	d, err := libvirtd.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := libvirtd.Stop(context.Background(), opts); err != nil {
+			t.Errorf("stop libvirtd: %v", err)
+		}
+	})
+	return img, d
 }

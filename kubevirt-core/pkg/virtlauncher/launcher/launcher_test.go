@@ -23,7 +23,6 @@ import (
 
 	"github.com/d8virt/hack/pkg/guest"
 	"github.com/d8virt/hack/pkg/guest/guesttest"
-	"github.com/d8virt/hack/pkg/libvirtd"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 )
@@ -34,26 +33,9 @@ const guestImage = "registry.local/d8v/tiny-guest:latest"
 // container would: a containerDisk (overlay over the shared image) plus cloud-init user data. It
 // checks the console, a graceful ACPI stop on cancel, and that a killed QEMU is reported as a crash.
 func TestLauncher(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: libvirtd and QEMU guests")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-
-	img, err := guest.BuildImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := libvirtd.Options{StateDir: libvirtd.StateDirFor("launcher-test")}
-	d, err := libvirtd.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := libvirtd.Stop(context.Background(), opts); err != nil {
-			t.Errorf("stop libvirtd: %v", err)
-		}
-	})
+	img, d := guesttest.Setup(ctx, t, "launcher-test")
 
 	// The image store as the node agent will lay it out; a symlink keeps the built image shared.
 	store := t.TempDir()
