@@ -30,14 +30,15 @@ func main() {
 		leaderNS    string
 		metricsAddr string
 		probeAddr   string
-		launcher    string
+		launcher    vmi.LauncherConfig
 	)
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.BoolVar(&leaderElect, "leader-elect", true, "elect one active replica through a Lease")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the Lease; empty means the pod's own")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
-	flag.StringVar(&launcher, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
+	flag.StringVar(&launcher.Image, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
+	flag.StringVar(&launcher.ContainerDiskStore, "container-disk-store", "/var/lib/kubevirt/container-disks", "node directory with the containerDisk base images, mounted read-only into launcher Pods")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -48,7 +49,7 @@ func main() {
 	}
 }
 
-func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage string) error {
+func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string, launcher vmi.LauncherConfig) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -74,7 +75,7 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage strin
 	if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VM controller: %w", err)
 	}
-	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
+	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher}
 	if err := vmiController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VMI controller: %w", err)
 	}
@@ -84,7 +85,7 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr, launcherImage strin
 	if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("node controller: %w", err)
 	}
-	migrationController := &migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: launcherImage}
+	migrationController := &migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher}
 	if err := migrationController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("migration controller: %w", err)
 	}

@@ -1,8 +1,120 @@
-// Command virt-handler drives the virtual machines on one node through their launchers.
+// Command virt-handler drives the virtual machines on one node through their launchers: it hands
+// each VMI placed on the node to its virt-launcher, reports the domain's state back into the VMI,
+// and keeps the node's heartbeat. In a cluster it runs as a DaemonSet and talks kubevirt.io to a
+// kube-api-rewriter sidecar.
 package main
 
-import "github.com/d8virt/kubevirt-core/internal/scaffold"
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
+)
+
+type options struct {
+	nodeName    string
+	podsDir     string
+	heartbeat   time.Duration
+	metricsAddr string
+	probeAddr   string
+}
 
 func main() {
-	scaffold.Main("virt-handler", "drives the virtual machines on one node through their launchers")
+	var o options
+	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
+	flag.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "the node this handler serves (env NODE_NAME)")
+	flag.StringVar(&o.podsDir, "pods-dir", "/var/lib/kubelet/pods", "the kubelet's pods directory, where the launcher Pods' volumes live")
+	flag.DurationVar(&o.heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is stamped")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	zo := zap.Options{}
+	zo.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-handler:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.nodeName == "" {
+		return fmt.Errorf("--node-name (or NODE_NAME) is required")
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "virt-handler", "node", o.nodeName)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	// The handler only ever looks at its own node: its VMIs by label, its launcher Pods by node
+	// and label, so a big cluster costs it nothing.
+	onNode := labels.SelectorFromSet(labels.Set{kubevirtv1.NodeNameLabel: o.nodeName})
+	launchers := labels.SelectorFromSet(labels.Set{kubevirtv1.AppLabel: vmi.LauncherLabelValue})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&kubevirtv1.VirtualMachineInstance{}: {Label: onNode},
+			&corev1.Pod{}:                        {Label: launchers, Field: fields.OneTermEqualSelector("spec.nodeName", o.nodeName)},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	r := &vmisync.Reconciler{
+		Client:   mgr.GetClient(),
+		NodeName: o.nodeName,
+		PodsDir:  o.podsDir,
+		Events:   make(chan event.GenericEvent, 64),
+	}
+	r.Conns = launcherconn.New(r.NotifyFunc(), log)
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	beater := &heartbeat.Beater{Kube: kube, NodeName: o.nodeName, Interval: o.heartbeat, Log: log}
+	if err := mgr.Add(manager.RunnableFunc(beater.Run)); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting", "podsDir", o.podsDir)
+	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -84,7 +84,7 @@ func setup(t *testing.T) *fixture {
 		if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: testLauncherImage}).SetupWithManager(mgr); err != nil {
+		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage}}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
@@ -93,7 +93,7 @@ func setup(t *testing.T) *fixture {
 		if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), HeartbeatTimeout: testHeartbeatTimeout, RecheckInterval: time.Second}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LauncherImage: testLauncherImage}).SetupWithManager(mgr); err != nil {
+		if err := (&migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage}}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		go func() { _ = mgr.Start(context.Background()) }()

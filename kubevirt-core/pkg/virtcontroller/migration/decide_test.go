@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -219,7 +221,7 @@ func TestDecideRecordsTransitionsAndSource(t *testing.T) {
 func TestNewTargetPod(t *testing.T) {
 	v := runningVMI("n1")
 	v.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
-	p := NewTargetPod(v, mig("m", kubevirtv1.MigrationPending), "img")
+	p := NewTargetPod(v, mig("m", kubevirtv1.MigrationPending), vmi.LauncherConfig{Image: "img"})
 	if p.Labels[kubevirtv1.MigrationJobLabel] != "uid-m" || p.Annotations[kubevirtv1.MigrationJobNameAnnotation] != "m" ||
 		p.Labels[kubevirtv1.CreatedByLabel] != "vmi-uid" || p.GenerateName != "virt-launcher-vm-" {
 		t.Errorf("meta %+v", p.ObjectMeta)

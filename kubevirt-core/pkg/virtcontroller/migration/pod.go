@@ -11,8 +11,8 @@ import (
 // NewTargetPod builds the virt-launcher Pod that is to receive the guest: the VMI's launcher Pod,
 // labelled and annotated with the migration so that the controller finds it, and kept off every
 // node that runs a Pod of this VMI (the source) by a required anti-affinity, as in KubeVirt.
-func NewTargetPod(v *kubevirtv1.VirtualMachineInstance, m *kubevirtv1.VirtualMachineInstanceMigration, image string) *corev1.Pod {
-	pod := vmi.NewLauncherPod(v, image)
+func NewTargetPod(v *kubevirtv1.VirtualMachineInstance, m *kubevirtv1.VirtualMachineInstanceMigration, cfg vmi.LauncherConfig) *corev1.Pod {
+	pod := vmi.NewLauncherPod(v, cfg)
 	pod.Labels[kubevirtv1.MigrationJobLabel] = string(m.UID)
 	pod.Annotations[kubevirtv1.MigrationJobNameAnnotation] = m.Name
 	term := corev1.PodAffinityTerm{

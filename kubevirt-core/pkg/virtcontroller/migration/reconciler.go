@@ -35,8 +35,8 @@ type Reconciler struct {
 	// Pod, the controller asks the apiserver: the cache may lag behind a VMI or Pod created a
 	// moment ago. nil means Client.
 	APIReader client.Reader
-	// LauncherImage is the image of the target Pod's compute container.
-	LauncherImage string
+	// Launcher shapes the target Pod.
+	Launcher vmi.LauncherConfig
 	// Limits are the migration limits and timeouts; zero fields take KubeVirt's defaults.
 	Limits Limits
 	// Now is the clock; nil means time.Now.
@@ -45,7 +45,7 @@ type Reconciler struct {
 
 // SetupWithManager watches migrations, the VMIs they move and their target Pods.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.LauncherImage == "" {
+	if r.Launcher.Image == "" {
 		return errors.New("migration controller: no virt-launcher image")
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &kubevirtv1.VirtualMachineInstanceMigration{}, vmiNameIndex, func(o client.Object) []string {
@@ -117,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	switch d.Action {
 	case CreateTargetPod:
-		pod := NewTargetPod(in.VMI, m, r.LauncherImage)
+		pod := NewTargetPod(in.VMI, m, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create target pod: %w", err)
 		}

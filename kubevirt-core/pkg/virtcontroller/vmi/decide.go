@@ -10,8 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
 // Action is what the controller does with the launcher Pods in one reconcile.
@@ -112,7 +113,7 @@ func Decide(vmi *kubevirtv1.VirtualMachineInstance, pods []corev1.Pod, now time.
 		d.Status.NodeName = pod.Spec.NodeName
 		d.NodeName = pod.Spec.NodeName
 		// Placed: an earlier Unschedulable no longer holds.
-		d.Status.Conditions = removeCondition(d.Status.Conditions, PodScheduledCondition)
+		d.Status.Conditions = vmicond.Remove(d.Status.Conditions, PodScheduledCondition)
 	default:
 		d.Status.Phase = kubevirtv1.Scheduling
 		d.Status.Conditions = syncPodScheduled(d.Status.Conditions, pod, now)
@@ -122,7 +123,7 @@ func Decide(vmi *kubevirtv1.VirtualMachineInstance, pods []corev1.Pod, now time.
 
 func fail(st *kubevirtv1.VirtualMachineInstanceStatus, reason, msg string, now time.Time) {
 	st.Phase = kubevirtv1.Failed
-	st.Conditions = setCondition(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+	st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
 		Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse, Reason: reason, Message: msg,
 	}, now)
 }
@@ -132,43 +133,11 @@ func fail(st *kubevirtv1.VirtualMachineInstanceStatus, reason, msg string, now t
 func syncPodScheduled(conds []kubevirtv1.VirtualMachineInstanceCondition, pod *corev1.Pod, now time.Time) []kubevirtv1.VirtualMachineInstanceCondition {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return setCondition(conds, kubevirtv1.VirtualMachineInstanceCondition{
+			return vmicond.Set(conds, kubevirtv1.VirtualMachineInstanceCondition{
 				Type: PodScheduledCondition, Status: c.Status, Reason: c.Reason, Message: c.Message,
 				LastProbeTime: c.LastProbeTime, LastTransitionTime: c.LastTransitionTime,
 			}, now)
 		}
 	}
-	return removeCondition(conds, PodScheduledCondition)
-}
-
-// setCondition replaces or adds c. The transition time stays while the status does, so that
-// repeated reconciles do not churn the object.
-func setCondition(conds []kubevirtv1.VirtualMachineInstanceCondition, c kubevirtv1.VirtualMachineInstanceCondition, now time.Time) []kubevirtv1.VirtualMachineInstanceCondition {
-	for i, old := range conds {
-		if old.Type != c.Type {
-			continue
-		}
-		if old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		} else if c.LastTransitionTime.IsZero() {
-			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
-		}
-		out := append([]kubevirtv1.VirtualMachineInstanceCondition(nil), conds...)
-		out[i] = c
-		return out
-	}
-	if c.LastTransitionTime.IsZero() {
-		c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
-	}
-	return append(append([]kubevirtv1.VirtualMachineInstanceCondition(nil), conds...), c)
-}
-
-func removeCondition(conds []kubevirtv1.VirtualMachineInstanceCondition, t kubevirtv1.VirtualMachineInstanceConditionType) []kubevirtv1.VirtualMachineInstanceCondition {
-	var out []kubevirtv1.VirtualMachineInstanceCondition
-	for _, c := range conds {
-		if c.Type != t {
-			out = append(out, c)
-		}
-	}
-	return out
+	return vmicond.Remove(conds, PodScheduledCondition)
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // Names KubeVirt v1.6 uses on the launcher Pod; tools (kubectl, virtctl, monitoring) rely on them.
@@ -177,25 +179,92 @@ func launcherNodeSelector(vmi *kubevirtv1.VirtualMachineInstance) map[string]str
 	return sel
 }
 
+// LauncherConfig is how virt-controller is configured to shape launcher Pods.
+type LauncherConfig struct {
+	// Image is the image of the compute container.
+	Image string
+	// ContainerDiskStore is the node directory with the containerDisk base images, one directory
+	// per image reference (see the launcher's ImagePath). The launcher reads it read-only.
+	ContainerDiskStore string
+}
+
+// Volumes of the launcher Pod and where the compute container sees them. virt-handler finds the
+// command socket and the console through the emptyDirs on the node (launcherapi.PodVolumeDir).
+const (
+	publicVolume       = "public"
+	publicDir          = "/var/run/kubevirt"
+	containerDisksVol  = "container-disks"
+	containerDisksDir  = "/var/run/kubevirt/container-disks"
+	pvcMountDir        = "/var/run/kubevirt-private/vmi-disks"
+	launcherSocketsVol = launcherapi.SocketsVolume
+)
+
 // LauncherCommand is how the compute container starts virt-launcher for this VMI. The launcher's
 // own grace period is the guest's plus one padding; the Pod's is one padding longer.
 func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance) []string {
-	return []string{
+	cmd := []string{
 		"virt-launcher",
 		"--name", vmi.Name,
 		"--namespace", vmi.Namespace,
 		"--uid", string(vmi.UID),
 		"--grace-period-seconds", strconv.FormatInt(GracePeriodSeconds(vmi)+gracePeriodPadding, 10),
 	}
+	if hasContainerDisk(vmi) {
+		cmd = append(cmd, "--image-store", containerDisksDir)
+	}
+	return cmd
+}
+
+func hasContainerDisk(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	for _, v := range vmi.Spec.Volumes {
+		if v.ContainerDisk != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// launcherVolumes are the Pod's volumes and the compute container's mounts: the launcher's state
+// and sockets as emptyDirs, the containerDisk store read-only, and one mount per PVC under
+// the directory the launcher looks for <volume>/disk.img in.
+func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) ([]corev1.Volume, []corev1.VolumeMount) {
+	empty := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
+	vols := []corev1.Volume{empty(launcherapi.PrivateVolume), empty(publicVolume), empty(launcherSocketsVol)}
+	mounts := []corev1.VolumeMount{
+		{Name: launcherapi.PrivateVolume, MountPath: launcherapi.PrivateDir},
+		{Name: publicVolume, MountPath: publicDir},
+		{Name: launcherSocketsVol, MountPath: launcherapi.SocketsDir},
+	}
+	if hasContainerDisk(vmi) && cfg.ContainerDiskStore != "" {
+		dir := corev1.HostPathDirectory
+		vols = append(vols, corev1.Volume{Name: containerDisksVol, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: cfg.ContainerDiskStore, Type: &dir},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: containerDisksVol, MountPath: containerDisksDir, ReadOnly: true})
+	}
+	for _, v := range vmi.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+				ClaimName: v.PersistentVolumeClaim.ClaimName, ReadOnly: v.PersistentVolumeClaim.ReadOnly,
+			},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: pvcMountDir + "/" + v.Name})
+	}
+	return vols, mounts
 }
 
 // NewLauncherPod builds the virt-launcher Pod of a VMI as KubeVirt v1.6 shapes it (naming, labels,
-// annotations, readiness gate, compute container, scheduling constraints, grace period). It
-// leaves out what needs the node agent or the launcher (volumes, networks, devices, probes): those
-// arrive with them.
-func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, image string) *corev1.Pod {
+// annotations, readiness gate, compute container, scheduling constraints, grace period, the
+// launcher's volumes).
+func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) *corev1.Pod {
 	// The Pod must share nothing with the caller's VMI (tolerations, affinity, ...).
 	vmi = vmi.DeepCopy()
+	vols, mounts := launcherVolumes(vmi, cfg)
 	grace := GracePeriodSeconds(vmi) + 2*gracePeriodPadding
 	no := false
 	pod := &corev1.Pod{
@@ -209,10 +278,11 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, image string) *corev
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            ComputeContainer,
-				Image:           image,
+				Image:           cfg.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         LauncherCommand(vmi),
 				Resources:       launcherResources(vmi),
+				VolumeMounts:    mounts,
 				Env: []corev1.EnvVar{{
 					Name:      "POD_NAME",
 					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
@@ -220,6 +290,7 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, image string) *corev
 			}},
 			// virt-handler flips this gate when the guest is paused, so a paused VM's Pod is not
 			// Ready and drops out of its Services.
+			Volumes:                       vols,
 			ReadinessGates:                []corev1.PodReadinessGate{{ConditionType: kubevirtv1.VirtualMachineUnpaused}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &grace,

@@ -33,7 +33,7 @@ func TestNewLauncherPodShape(t *testing.T) {
 		vmi.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
 		vmi.Spec.Subdomain = "sub"
 	})
-	pod := NewLauncherPod(vmi, "launcher:v1")
+	pod := NewLauncherPod(vmi, LauncherConfig{Image: "launcher:v1"})
 
 	if pod.GenerateName != "virt-launcher-demo-" || pod.Name != "" || pod.Namespace != "ns" {
 		t.Errorf("naming %q %q %q", pod.GenerateName, pod.Name, pod.Namespace)
@@ -94,7 +94,7 @@ func TestLauncherGracePeriod(t *testing.T) {
 		{ptr(int64(0)), "15", 30},
 		{ptr(int64(180)), "195", 210},
 	} {
-		pod := NewLauncherPod(newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) { vmi.Spec.TerminationGracePeriodSeconds = tc.vmi }), "img")
+		pod := NewLauncherPod(newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) { vmi.Spec.TerminationGracePeriodSeconds = tc.vmi }), LauncherConfig{Image: "img"})
 		cmd := pod.Spec.Containers[0].Command
 		if got := cmd[len(cmd)-1]; got != tc.launcher || *pod.Spec.TerminationGracePeriodSeconds != tc.pod {
 			t.Errorf("grace %v: launcher %s pod %d, want %s %d", tc.vmi, got, *pod.Spec.TerminationGracePeriodSeconds, tc.launcher, tc.pod)
@@ -129,7 +129,7 @@ func TestLauncherResources(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res := NewLauncherPod(newVMI(tc.mut), "img").Spec.Containers[0].Resources
+			res := NewLauncherPod(newVMI(tc.mut), LauncherConfig{Image: "img"}).Spec.Containers[0].Resources
 			if got := res.Requests[corev1.ResourceMemory]; got.Cmp(resource.MustParse(tc.wantMem)) != 0 {
 				t.Errorf("memory request %s, want %s", got.String(), tc.wantMem)
 			}
@@ -160,3 +160,62 @@ func TestHostname(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestLauncherVolumes(t *testing.T) {
+	cfg := LauncherConfig{Image: "img", ContainerDiskStore: "/store"}
+	cases := []struct {
+		name       string
+		volumes    []kubevirtv1.Volume
+		wantMounts map[string]string // volume -> mount path
+		imageStore bool
+	}{
+		{
+			name:       "state and sockets only",
+			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets"},
+		},
+		{
+			name:    "containerDisk mounts the store read-only and tells the launcher",
+			volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "disk:1"}}}},
+			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets",
+				"container-disks": "/var/run/kubevirt/container-disks"},
+			imageStore: true,
+		},
+		{
+			name: "PVC under the launcher's volume dir",
+			volumes: []kubevirtv1.Volume{{Name: "data", VolumeSource: kubevirtv1.VolumeSource{
+				PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pvc-1"}},
+			}}},
+			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets",
+				"data": "/var/run/kubevirt-private/vmi-disks/data"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := NewLauncherPod(newVMI(func(v *kubevirtv1.VirtualMachineInstance) { v.Spec.Volumes = c.volumes }), cfg)
+			got := map[string]string{}
+			for _, m := range pod.Spec.Containers[0].VolumeMounts {
+				got[m.Name] = m.MountPath
+				if m.Name == "container-disks" && !m.ReadOnly {
+					t.Error("container disk store mounted writable")
+				}
+			}
+			if !maps.Equal(got, c.wantMounts) {
+				t.Errorf("mounts = %v, want %v", got, c.wantMounts)
+			}
+			if len(pod.Spec.Volumes) != len(c.wantMounts) {
+				t.Errorf("%d volumes for %d mounts", len(pod.Spec.Volumes), len(c.wantMounts))
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == "container-disks" && (v.HostPath == nil || v.HostPath.Path != "/store") {
+					t.Errorf("store volume = %+v", v.VolumeSource)
+				}
+				if v.Name == "data" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "pvc-1") {
+					t.Errorf("PVC volume = %+v", v.VolumeSource)
+				}
+			}
+			if has := slices.Contains(pod.Spec.Containers[0].Command, "--image-store"); has != c.imageStore {
+				t.Errorf("command %v: --image-store present = %v", pod.Spec.Containers[0].Command, has)
+			}
+		})
+	}
+}

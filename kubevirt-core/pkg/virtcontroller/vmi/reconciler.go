@@ -26,15 +26,15 @@ type Reconciler struct {
 	// Pod is gone, it asks the apiserver: the cache may not show a Pod created a moment ago, and
 	// acting on that would start a second launcher or fail a healthy VMI. nil means Client.
 	APIReader client.Reader
-	// LauncherImage is the image of the compute container.
-	LauncherImage string
+	// Launcher shapes the launcher Pods.
+	Launcher LauncherConfig
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // SetupWithManager watches VMIs and the Pods they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.LauncherImage == "" {
+	if r.Launcher.Image == "" {
 		return errors.New("VMI controller: no virt-launcher image")
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -93,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logger.Info("released VMI: no launcher pod left")
 		return ctrl.Result{}, nil
 	case CreatePod:
-		pod := NewLauncherPod(vmi, r.LauncherImage)
+		pod := NewLauncherPod(vmi, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create launcher pod: %w", err)
 		}

@@ -1,0 +1,169 @@
+// Package vmistatus decides what virt-handler writes into a VMI's status: a pure function of the
+// VMI, its launcher Pod and what the launcher reports of the domain. From Scheduled on, the phase
+// and the domain-related conditions are virt-handler's; the controller only placed the VMI.
+package vmistatus
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/vmicond"
+)
+
+// Reasons virt-handler puts on the VMI's conditions.
+const (
+	// ReasonPaused is on Ready=False while the guest's vCPUs are stopped.
+	ReasonPaused = "Paused"
+	// ReasonPausedByUser is KubeVirt's reason on the Paused condition after a pause request.
+	ReasonPausedByUser = "PausedByUser"
+	// ReasonGuestNotRunning is on Ready=False once the guest is gone.
+	ReasonGuestNotRunning = "GuestNotRunning"
+	// ReasonLauncherGone is on Ready=False when the launcher Pod ended without telling how the
+	// guest did.
+	ReasonLauncherGone = "LauncherGone"
+)
+
+// InfoSourceDomain is KubeVirt's infoSource for interfaces known from the domain definition.
+const InfoSourceDomain = "domain"
+
+// Final reports whether the phase can never change again.
+func Final(p kubevirtv1.VirtualMachineInstancePhase) bool {
+	return p == kubevirtv1.Succeeded || p == kubevirtv1.Failed
+}
+
+// Handled reports whether virt-handler owns the VMI's status in this phase.
+func Handled(p kubevirtv1.VirtualMachineInstancePhase) bool {
+	return p == kubevirtv1.Scheduled || p == kubevirtv1.Running
+}
+
+// running reports whether the domain's state means the guest exists and QEMU runs it.
+func running(s launcherapi.DomainState) bool {
+	switch s {
+	case launcherapi.StateRunning, launcherapi.StatePaused, launcherapi.StateBlocked:
+		return true
+	}
+	return false
+}
+
+// Compute returns the VMI's new status. dom is nil while the launcher has not been reached; pod is
+// nil when the launcher Pod is gone.
+func Compute(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *launcherapi.DomainStatus, now time.Time) kubevirtv1.VirtualMachineInstanceStatus {
+	st := *vmi.Status.DeepCopy()
+	if !Handled(st.Phase) {
+		return st
+	}
+	switch {
+	case dom != nil && dom.Result != nil:
+		finish(&st, dom.Result.ExitCode == 0, ReasonGuestNotRunning, "guest "+dom.Result.Reason+resultMessage(dom.Result), now)
+	case podEnded(pod) && st.Phase == kubevirtv1.Running:
+		// The launcher's own report is lost with it; the Pod's end is all that is known, and a
+		// guest that was running and vanished without a clean report did not end well.
+		finish(&st, false, ReasonLauncherGone, podEndMessage(pod), now)
+	case dom != nil && dom.Defined && running(dom.State):
+		st.Phase = kubevirtv1.Running
+		paused := dom.State == launcherapi.StatePaused
+		if paused {
+			st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+				Type: kubevirtv1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
+				Reason: ReasonPausedByUser, Message: "VMI was paused by user",
+			}, now)
+			st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+				Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse, Reason: ReasonPaused,
+				Message: "the guest is paused",
+			}, now)
+		} else {
+			st.Conditions = vmicond.Remove(st.Conditions, kubevirtv1.VirtualMachineInstancePaused)
+			st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+				Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue,
+			}, now)
+		}
+		st.Interfaces = interfaces(vmi, pod, dom)
+	}
+	return st
+}
+
+func finish(st *kubevirtv1.VirtualMachineInstanceStatus, clean bool, reason, msg string, now time.Time) {
+	st.Phase = kubevirtv1.Failed
+	if clean {
+		st.Phase = kubevirtv1.Succeeded
+	}
+	st.Conditions = vmicond.Remove(st.Conditions, kubevirtv1.VirtualMachineInstancePaused)
+	st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+		Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse, Reason: reason, Message: msg,
+	}, now)
+}
+
+func resultMessage(r *launcherapi.Result) string {
+	if r.Message == "" {
+		return ""
+	}
+	return ": " + r.Message
+}
+
+// podEnded reports whether the launcher Pod is gone or its containers are done.
+func podEnded(pod *corev1.Pod) bool {
+	return pod == nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+func podEndMessage(pod *corev1.Pod) string {
+	if pod == nil {
+		return "virt-launcher pod disappeared while the VMI was running"
+	}
+	msg := "virt-launcher pod " + string(pod.Status.Phase) + " while the VMI was running"
+	if pod.Status.Message != "" {
+		msg += ": " + pod.Status.Message
+	}
+	return msg
+}
+
+// interfaces reports the guest NICs in the VMI's interface order. An interface on the pod network
+// (masquerade) is reached at the Pod's IPs, so those are its addresses; the pod interface comes
+// first, as clients take the first address as the VMI's.
+func interfaces(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *launcherapi.DomainStatus) []kubevirtv1.VirtualMachineInstanceNetworkInterface {
+	podNetworks := map[string]bool{}
+	for _, n := range vmi.Spec.Networks {
+		if n.Pod != nil {
+			podNetworks[n.Name] = true
+		}
+	}
+	reported := map[string]launcherapi.Interface{}
+	for _, i := range dom.Interfaces {
+		reported[i.Name] = i
+	}
+	var podIfaces, others []kubevirtv1.VirtualMachineInstanceNetworkInterface
+	for _, spec := range vmi.Spec.Domain.Devices.Interfaces {
+		got := reported[spec.Name]
+		out := kubevirtv1.VirtualMachineInstanceNetworkInterface{
+			Name:          spec.Name,
+			MAC:           got.MAC,
+			InterfaceName: got.InterfaceName,
+			IPs:           got.IPs,
+			InfoSource:    InfoSourceDomain,
+		}
+		if spec.MacAddress != "" && out.MAC == "" {
+			out.MAC = spec.MacAddress
+		}
+		if podNetworks[spec.Name] && pod != nil && pod.Status.PodIP != "" {
+			out.IPs = nil
+			for _, ip := range pod.Status.PodIPs {
+				out.IPs = append(out.IPs, ip.IP)
+			}
+			if len(out.IPs) == 0 {
+				out.IPs = []string{pod.Status.PodIP}
+			}
+			out.PodInterfaceName = "eth0"
+		}
+		if len(out.IPs) > 0 {
+			out.IP = out.IPs[0]
+		}
+		if podNetworks[spec.Name] {
+			podIfaces = append(podIfaces, out)
+		} else {
+			others = append(others, out)
+		}
+	}
+	return append(podIfaces, others...)
+}
