@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
 )
@@ -34,6 +35,10 @@ func main() {
 	certFile := flag.String("tls-cert-file", "/etc/virt-api/certificates/tls.crt", "serving certificate")
 	keyFile := flag.String("tls-key-file", "/etc/virt-api/certificates/tls.key", "serving key")
 	webhookListen := flag.String("webhook-listen", "127.0.0.1:9443", "address of the admission webhook TLS listener, for the rewriter sidecar; empty disables it")
+	handlerPort := flag.Int("handler-port", 8186, "port of virt-handler's API on the handler Pods")
+	handlerCA := flag.String("handler-ca-file", "", "CA of the virt-handler serving certificates; empty disables node commands (503)")
+	handlerCert := flag.String("handler-client-cert-file", "", "client certificate virt-api presents to virt-handler")
+	handlerKey := flag.String("handler-client-key-file", "", "key of the handler client certificate")
 	systemUsers := flag.String("system-users", defaultSystemUsers(), "comma-separated users that may change a VMI's spec (KubeVirt's own service accounts)")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.Parse()
@@ -47,7 +52,8 @@ func main() {
 		}
 	}
 	hooks := webhookConfig{listen: *webhookListen, systemUsers: users}
-	if err := run(ctx, log, *listen, *certFile, *keyFile, hooks); err != nil {
+	nodes := nodeConfig{port: *handlerPort, caFile: *handlerCA, certFile: *handlerCert, keyFile: *handlerKey}
+	if err := run(ctx, log, *listen, *certFile, *keyFile, hooks, nodes); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
@@ -66,12 +72,29 @@ func defaultSystemUsers() string {
 	return strings.Join(users, ",")
 }
 
+type nodeConfig struct {
+	port                      int
+	caFile, certFile, keyFile string
+}
+
+// proxy is the link to the handlers, nil when none is configured.
+func (n nodeConfig) proxy(c client.Reader) (*subresources.NodeProxy, error) {
+	if n.caFile == "" {
+		return nil, nil
+	}
+	t, err := mtls.Client(n.certFile, n.keyFile, n.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("virt-handler link: %w", err)
+	}
+	return &subresources.NodeProxy{Client: c, Port: n.port, TLS: t}, nil
+}
+
 type webhookConfig struct {
 	listen      string
 	systemUsers map[string]bool
 }
 
-func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string, hooks webhookConfig) error {
+func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string, hooks webhookConfig, nodes nodeConfig) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -99,9 +122,13 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string
 	if err != nil {
 		return fmt.Errorf("serving certificate: %w", err)
 	}
+	proxy, err := nodes.proxy(c)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Addr:              listen,
-		Handler:           (&subresources.Server{Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Log: log}).Handler(),
+		Handler:           (&subresources.Server{Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Nodes: proxy, Log: log}).Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,

@@ -5,9 +5,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -27,9 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
 )
 
@@ -39,6 +43,10 @@ type options struct {
 	heartbeat   time.Duration
 	metricsAddr string
 	probeAddr   string
+	listen      string
+	certFile    string
+	keyFile     string
+	clientCA    string
 }
 
 func main() {
@@ -49,6 +57,10 @@ func main() {
 	flag.DurationVar(&o.heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is stamped")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	flag.StringVar(&o.listen, "listen", ":8186", "address of the API virt-api calls (commands, console, VNC)")
+	flag.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate of the API, for the name virt-handler; empty disables the API")
+	flag.StringVar(&o.keyFile, "tls-key-file", "", "key of the serving certificate")
+	flag.StringVar(&o.clientCA, "client-ca-file", "", "CA of the client certificates virt-api presents")
 	zo := zap.Options{}
 	zo.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -109,6 +121,12 @@ func run(o options) error {
 	if err := mgr.Add(manager.RunnableFunc(beater.Run)); err != nil {
 		return err
 	}
+	if o.certFile != "" {
+		api := &rest.Server{Client: mgr.GetClient(), NodeName: o.nodeName, PodsDir: o.podsDir, Conns: r.Conns, Log: log}
+		if err := mgr.Add(apiServer(o, api)); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -117,4 +135,25 @@ func run(o options) error {
 	}
 	log.Info("starting", "podsDir", o.podsDir)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// apiServer serves the handler's API for virt-api over mutual TLS until the manager stops.
+func apiServer(o options, api *rest.Server) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		t, err := mtls.Server(o.certFile, o.keyFile, o.clientCA)
+		if err != nil {
+			return fmt.Errorf("handler API: %w", err)
+		}
+		srv := &http.Server{Addr: o.listen, Handler: api.Handler(), TLSConfig: t, ReadHeaderTimeout: 30 * time.Second}
+		errc := make(chan error, 1)
+		go func() { errc <- srv.ListenAndServeTLS("", "") }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("handler API on %s: %w", o.listen, err)
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
 }

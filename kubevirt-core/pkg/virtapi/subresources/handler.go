@@ -2,7 +2,6 @@ package subresources
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/kubevirt-core/pkg/apistatus"
 )
 
 // The aggregated API's group and version.
@@ -31,7 +32,9 @@ type Server struct {
 	Client     client.Client
 	Auth       *RequestHeader
 	Authorizer Authorizer
-	Log        *slog.Logger
+	// Nodes reaches the virt-handler of a VMI's node; nil answers node commands with 503.
+	Nodes *NodeProxy
+	Log   *slog.Logger
 }
 
 type vmCommand func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, body io.Reader) (Plan, *apierrors.StatusError)
@@ -56,7 +59,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.Auth.Authenticate(r); err != nil {
-			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -79,7 +82,7 @@ var resources = func() []metav1.APIResource {
 }()
 
 func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, &metav1.APIResourceList{
+	apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: Group + "/" + Version, APIResources: resources,
 	})
@@ -90,19 +93,19 @@ func (s *Server) authorized(verb, resource, sub string, next http.HandlerFunc) h
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, err := s.Auth.Authenticate(r)
 		if err != nil {
-			writeStatus(w, apierrors.NewUnauthorized(err.Error()))
+			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
 			return
 		}
 		ns, name := r.PathValue("ns"), r.PathValue("name")
 		ok, reason, err := s.Authorizer.Allowed(r.Context(), u, verb, ns, resource, sub, name)
 		if err != nil {
-			writeStatus(w, apierrors.NewInternalError(err))
+			apistatus.Write(w, apierrors.NewInternalError(err))
 			return
 		}
 		if !ok {
 			gr := kubevirtv1.Resource(resource + "/" + sub)
 			gr.Group = Group
-			writeStatus(w, apierrors.NewForbidden(gr, name, fmt.Errorf("user %q cannot %s %s/%s in namespace %q: %s", u.Name, verb, resource, sub, ns, reason)))
+			apistatus.Write(w, apierrors.NewForbidden(gr, name, fmt.Errorf("user %q cannot %s %s/%s in namespace %q: %s", u.Name, verb, resource, sub, ns, reason)))
 			return
 		}
 		next(w, r)
@@ -126,23 +129,23 @@ func (s *Server) vmHandler(cmd vmCommand) http.HandlerFunc {
 		key := types.NamespacedName{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 		vm := &kubevirtv1.VirtualMachine{}
 		if err := s.Client.Get(ctx, key, vm); err != nil {
-			writeStatus(w, notFoundOr(err, "virtualmachine", key.Name))
+			apistatus.Write(w, notFoundOr(err, "virtualmachine", key.Name))
 			return
 		}
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		if err := s.Client.Get(ctx, key, vmi); apierrors.IsNotFound(err) {
 			vmi = nil
 		} else if err != nil {
-			writeStatus(w, apierrors.NewInternalError(err))
+			apistatus.Write(w, apierrors.NewInternalError(err))
 			return
 		}
 		plan, serr := cmd(vm, vmi, r.Body)
 		if serr != nil {
-			writeStatus(w, serr)
+			apistatus.Write(w, serr)
 			return
 		}
 		if serr := s.apply(ctx, vm, plan); serr != nil {
-			writeStatus(w, serr)
+			apistatus.Write(w, serr)
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -189,21 +192,31 @@ func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineIn
 	return nil
 }
 
-// vmiHandler checks what KubeVirt checks before it relays a command to the VMI's virt-handler.
-// The node side comes with virt-handler; until a VMI runs, these answer as KubeVirt does.
+// vmiHandler checks what KubeVirt checks before it relays a command to the VMI's virt-handler,
+// then relays it: streams as WebSockets, the rest as a PUT.
 func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := types.NamespacedName{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		if err := s.Client.Get(r.Context(), key, vmi); err != nil {
-			writeStatus(w, notFoundOr(err, "virtualmachineinstance", key.Name))
+			apistatus.Write(w, notFoundOr(err, "virtualmachineinstance", key.Name))
 			return
 		}
 		if serr := ValidateVMICommand(cmd, vmi); serr != nil {
-			writeStatus(w, serr)
+			apistatus.Write(w, serr)
 			return
 		}
-		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
+		if s.Nodes == nil || cmd == "guestosinfo" {
+			// guestosinfo comes from a guest agent, which no guest here runs yet.
+			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
+			return
+		}
+		path := "/v1/namespaces/" + vmi.Namespace + "/virtualmachineinstances/" + vmi.Name + "/" + cmd
+		if cmd == "console" || cmd == "vnc" {
+			s.Nodes.Stream(w, r, vmi.Status.NodeName, path)
+			return
+		}
+		s.Nodes.Command(w, r, vmi.Status.NodeName, path)
 	}
 }
 
@@ -212,16 +225,4 @@ func notFoundOr(err error, resource, name string) *apierrors.StatusError {
 		return apierrors.NewNotFound(kubevirtv1.Resource(resource), name)
 	}
 	return apierrors.NewInternalError(fmt.Errorf("unable to retrieve %s [%s]: %w", resource, name, err))
-}
-
-func writeStatus(w http.ResponseWriter, serr *apierrors.StatusError) {
-	st := serr.ErrStatus.DeepCopy()
-	st.Kind, st.APIVersion = "Status", "v1"
-	writeJSON(w, int(st.Code), st)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }
