@@ -1,16 +1,20 @@
 // Command virt-launcher runs one virtual machine through libvirtd and QEMU.
 //
-// It is the compute container of the VMI's launcher Pod: it runs the guest until it stops, stops
-// it gracefully on SIGTERM, and exits with 0 after a poweroff or a requested stop, and non-zero
-// after a crash, writing the details to the termination log.
+// It is the compute container of the VMI's launcher Pod. It serves virt-handler's commands
+// (launcherapi) on a unix socket, starts the guest when virt-handler hands it the VMI (Sync), runs
+// its own virtlogd and libvirtd unless told to use another libvirtd, stops the guest gracefully on
+// SIGTERM, and exits with 0 after a poweroff or a requested stop and non-zero after a crash,
+// writing the details to the termination log.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,85 +23,252 @@ import (
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
 )
 
 // gracePadding mirrors the padding virt-controller adds to the guest's grace period when it builds
 // the launcher command (pkg/virtcontroller/vmi/pod.go): the launcher keeps that much for itself.
 const gracePadding = 15
 
+// finalStatusWait is how long the launcher lingers after the guest ended so that virt-handler can
+// read the final status (it tells a crash from a poweroff before the Pod's exit code is known).
+const finalStatusWait = 10 * time.Second
+
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:]))
 }
 
-func run() int {
-	var (
-		name           = flag.String("name", "", "name of the VMI")
-		namespace      = flag.String("namespace", "", "namespace of the VMI")
-		uid            = flag.String("uid", "", "UID of the VMI")
-		grace          = flag.Int64("grace-period-seconds", 45, "the launcher's grace period: the guest's plus 15 s")
-		vmiFile        = flag.String("vmi-file", "", "JSON file with the VMI to run")
-		libvirtURI     = flag.String("libvirt-uri", "qemu:///system", "libvirtd connection URI")
-		stateDir       = flag.String("state-dir", "", "directory for the VMI's disks, ISO and sockets (default /var/run/kubevirt-private/<uid>)")
-		imageStore     = flag.String("image-store", "", "directory with containerDisk base images, <store>/<escaped image>/disk.qcow2")
-		volumeMountDir = flag.String("volume-mount-dir", launcher.DefaultVolumeMountDir, "directory with PVC volumes as <volume>/disk.img")
-		termLog        = flag.String("termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
-		machineType    = flag.String("machine-type", "", "override the VMI's machine type")
-		userNetwork    = flag.Bool("user-network", false, "give the guest a NIC on QEMU's user-mode network")
-		emulation      = flag.Bool("emulation", false, "force TCG even when /dev/kvm exists")
-		verbose        = flag.Bool("v", false, "debug logs")
-	)
-	flag.Parse()
+type options struct {
+	name, namespace, uid string
+	grace                int64
+	vmiFile              string
+	socket               string
+	libvirtURI           string
+	stateDir             string
+	imageStore           string
+	volumeMountDir       string
+	termLog              string
+	machineType          string
+	userNetwork          bool
+	emulation            bool
+	startTimeout         time.Duration
+	verbose              bool
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("virt-launcher", flag.ContinueOnError)
+	fs.StringVar(&o.name, "name", "", "name of the VMI")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the VMI")
+	fs.StringVar(&o.uid, "uid", "", "UID of the VMI")
+	fs.Int64Var(&o.grace, "grace-period-seconds", 45, "the launcher's grace period: the guest's plus 15 s")
+	fs.StringVar(&o.vmiFile, "vmi-file", "", "JSON file with the VMI to run at once, instead of waiting for virt-handler's Sync (tests, debugging)")
+	fs.StringVar(&o.socket, "socket", filepath.Join(launcherapi.SocketsDir, launcherapi.SocketName), "unix socket for virt-handler's commands")
+	fs.StringVar(&o.libvirtURI, "libvirt-uri", "", "libvirtd to use; empty starts the launcher's own virtlogd and libvirtd (needs a private mount namespace for the libvirt directories)")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the VMI's disks, ISO and sockets (default "+launcherapi.PrivateDir+"/<uid>)")
+	fs.StringVar(&o.imageStore, "image-store", "", "directory with containerDisk base images, <store>/<escaped image>/disk.qcow2")
+	fs.StringVar(&o.volumeMountDir, "volume-mount-dir", launcher.DefaultVolumeMountDir, "directory with PVC volumes as <volume>/disk.img")
+	fs.StringVar(&o.termLog, "termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
+	fs.StringVar(&o.machineType, "machine-type", "", "override the VMI's machine type")
+	fs.BoolVar(&o.userNetwork, "user-network", false, "give the guest a NIC on QEMU's user-mode network")
+	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
+	fs.DurationVar(&o.startTimeout, "start-timeout", 4*time.Minute, "give up when no VMI arrived and started within this time")
+	fs.BoolVar(&o.verbose, "v", false, "debug logs")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, nil
+}
+
+func run(args []string) int {
+	o, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		// The flag package has printed the error and the usage.
+		return launcher.ExitError
+	}
 	level := slog.LevelInfo
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "virt-launcher")
 	slog.SetDefault(log)
 
-	vmi, err := loadVMI(*vmiFile, *name, *namespace, *uid)
-	if err != nil {
-		log.Error("load VMI", "err", err)
-		res := launcher.Result{Reason: launcher.ReasonError, Message: err.Error(), ExitCode: launcher.ExitError}
-		if werr := launcher.WriteTerminationLog(*termLog, res); werr != nil {
-			log.Warn("write termination message", "err", werr)
-		}
-		return res.ExitCode
+	res := serve(o, log)
+	if res.ExitCode != launcher.ExitStopped {
+		log.Error("launcher ends", "reason", res.Reason, "message", res.Message, "exitCode", res.ExitCode)
+	} else {
+		log.Info("launcher ends", "reason", res.Reason, "message", res.Message)
 	}
-	if *stateDir == "" {
-		*stateDir = filepath.Join("/var/run/kubevirt-private", string(vmi.UID))
-	}
-	guestGrace := *grace
-	if guestGrace > gracePadding {
-		guestGrace -= gracePadding
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	res, err := launcher.Run(ctx, launcher.Options{
-		VMI:            vmi,
-		LibvirtURI:     *libvirtURI,
-		StateDir:       *stateDir,
-		ImageStore:     *imageStore,
-		VolumeMountDir: *volumeMountDir,
-		GracePeriod:    time.Duration(guestGrace) * time.Second,
-		TerminationLog: *termLog,
-		Emulation:      *emulation,
-		MachineType:    *machineType,
-		UserNetwork:    *userNetwork,
-		Logger:         log,
-	})
-	if err != nil {
-		log.Error("run VMI", "err", err)
+	// Best effort: the exit code alone still tells the outcome.
+	if err := launcher.WriteTerminationLog(o.termLog, res); err != nil {
+		log.Warn("write termination message", "path", o.termLog, "err", err)
 	}
 	return res.ExitCode
 }
 
-// loadVMI reads the VMI and checks it is the one the Pod was created for.
-func loadVMI(path, name, namespace, uid string) (*kubevirtv1.VirtualMachineInstance, error) {
-	if path == "" {
-		return nil, fmt.Errorf("--vmi-file is required until virt-handler delivers the VMI")
+func failed(err error) launcher.Result {
+	return launcher.Result{Reason: launcher.ReasonError, Message: err.Error(), ExitCode: launcher.ExitError}
+}
+
+// serve runs the launcher until the guest is gone and returns how it ended.
+func serve(o *options, log *slog.Logger) launcher.Result {
+	var vmi *kubevirtv1.VirtualMachineInstance
+	id := cmdserver.Identity{Name: o.name, Namespace: o.namespace, UID: o.uid}
+	if o.vmiFile != "" {
+		var err error
+		if vmi, err = loadVMI(o.vmiFile, id); err != nil {
+			return failed(err)
+		}
+		id = cmdserver.Identity{Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID)}
+	} else if o.name == "" || o.namespace == "" || o.uid == "" {
+		return failed(errors.New("--name, --namespace and --uid are required unless --vmi-file is given"))
 	}
+	if o.stateDir == "" {
+		o.stateDir = filepath.Join(launcherapi.PrivateDir, id.UID)
+	}
+	guestGrace := o.grace
+	if guestGrace > gracePadding {
+		guestGrace -= gracePadding
+	}
+	grace := time.Duration(guestGrace) * time.Second
+
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+
+	uri := o.libvirtURI
+	if uri == "" {
+		d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
+		if err != nil {
+			return failed(err)
+		}
+		defer d.Stop()
+		uri = libvirtd.URI
+	}
+	mgr, err := launcher.New(launcher.Config{
+		LibvirtURI:     uri,
+		StateDir:       o.stateDir,
+		ImageStore:     o.imageStore,
+		VolumeMountDir: o.volumeMountDir,
+		Emulation:      o.emulation,
+		MachineType:    o.machineType,
+		UserNetwork:    o.userNetwork,
+		Logger:         log,
+	})
+	if err != nil {
+		return failed(err)
+	}
+	defer mgr.Close()
+
+	srv := cmdserver.New(mgr, id, grace, log)
+	lis, err := listen(o.socket)
+	if err != nil {
+		return failed(err)
+	}
+	gs := launcherapi.NewGRPCServer(srv)
+	go func() {
+		if err := gs.Serve(lis); err != nil {
+			log.Error("command server", "err", err)
+		}
+	}()
+	defer func() {
+		// Closing the manager ends the Watch streams, which graceful stop would wait for.
+		mgr.Close()
+		stopServer(gs, log)
+		os.Remove(o.socket)
+	}()
+	log.Info("serving commands", "socket", o.socket, "vmi", id.Namespace+"/"+id.Name, "uid", id.UID, "libvirt", uri)
+
+	if vmi != nil {
+		if err := mgr.Start(context.Background(), vmi); err != nil {
+			mgr.Abandon(failed(fmt.Errorf("start VMI: %w", err)))
+		}
+	}
+
+	startTimer := time.NewTimer(o.startTimeout)
+	defer startTimer.Stop()
+	stopping := false
+	for done := false; !done; {
+		select {
+		case sig := <-signals:
+			if stopping {
+				continue
+			}
+			stopping = true
+			log.Info("stopping the guest", "signal", sig.String(), "grace", grace)
+			if err := mgr.Shutdown(grace); err != nil {
+				log.Error("shutdown", "err", err)
+			}
+		case <-startTimer.C:
+			if mgr.Abandon(failed(fmt.Errorf("no VMI from virt-handler started within %s", o.startTimeout))) {
+				log.Error("giving up: the VMI was not started in time", "timeout", o.startTimeout)
+			}
+		case <-mgr.Done():
+			done = true
+		}
+	}
+
+	// Linger until a client has seen the final status, so that virt-handler learns how the guest
+	// ended from the launcher rather than only from the Pod. A signal cuts the wait short.
+	select {
+	case <-srv.FinalDelivered():
+	case <-time.After(finalStatusWait):
+		log.Info("nobody read the final status", "waited", finalStatusWait)
+	case <-signals:
+	}
+	return mgr.Result()
+}
+
+// listen opens the command socket, replacing a stale one (a launcher of this Pod that died left
+// it), readable and writable by root only: whoever reaches it controls the guest.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("command socket: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("command socket: remove stale %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("command socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("command socket: %w", err)
+	}
+	return lis, nil
+}
+
+// stopServer lets in-flight calls finish (the final status on its way to a watcher), but not
+// forever: a client that does not read must not keep the Pod alive.
+func stopServer(gs interface {
+	GracefulStop()
+	Stop()
+}, log *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		log.Warn("command server: calls still running after 5s; closing them")
+		gs.Stop()
+	}
+}
+
+// loadVMI reads the VMI and checks it is the one the Pod was created for.
+func loadVMI(path string, id cmdserver.Identity) (*kubevirtv1.VirtualMachineInstance, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read VMI: %w", err)
@@ -108,9 +279,9 @@ func loadVMI(path, name, namespace, uid string) (*kubevirtv1.VirtualMachineInsta
 	}
 	// The flags come from the Pod spec; a mismatch means the wrong VMI would run in this Pod.
 	for _, c := range []struct{ flag, want, got string }{
-		{"--name", name, vmi.Name},
-		{"--namespace", namespace, vmi.Namespace},
-		{"--uid", uid, string(vmi.UID)},
+		{"--name", id.Name, vmi.Name},
+		{"--namespace", id.Namespace, vmi.Namespace},
+		{"--uid", id.UID, string(vmi.UID)},
 	} {
 		if c.want != "" && c.want != c.got {
 			return nil, fmt.Errorf("%s %q does not match the VMI file's %q", c.flag, c.want, c.got)

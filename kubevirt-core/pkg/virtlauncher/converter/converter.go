@@ -20,6 +20,13 @@ import (
 // DefaultMachineType is what KubeVirt uses on x86_64 when neither the VMI nor the cluster picks one.
 const DefaultMachineType = "q35"
 
+// AliasPrefix starts the alias of every device named after the VMI (disks, interfaces): libvirt
+// keeps user aliases only with this prefix, and status and events map devices back by it.
+const AliasPrefix = "ua-"
+
+// GuestAgentChannel is the virtio-serial port qemu-guest-agent talks on, as KubeVirt names it.
+const GuestAgentChannel = "org.qemu.guest_agent.0"
+
 // firmwareUUIDNamespace seeds the stable domain UUID of VMIs that carry no firmware UUID, so a
 // restarted launcher of the same VMI presents the same SMBIOS UUID to the guest.
 var firmwareUUIDNamespace = uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
@@ -133,11 +140,26 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 		dom.Devices.Videos = []libvirtxml.DomainVideo{{Model: libvirtxml.DomainVideoModel{Type: "vga", Heads: heads, VRam: vram}}}
 	}
 	if c.UserNetwork {
-		dom.Devices.Interfaces = []libvirtxml.DomainInterface{{
+		nic := libvirtxml.DomainInterface{
 			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
 			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-		}}
+		}
+		// The NIC stands in for the pod network's interface, so it carries that interface's name
+		// (for the status) and MAC.
+		if iface := podInterface(vmi); iface != nil {
+			nic.Alias = &libvirtxml.DomainAlias{Name: AliasPrefix + iface.Name}
+			if iface.MacAddress != "" {
+				nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: iface.MacAddress}
+			}
+		}
+		dom.Devices.Interfaces = []libvirtxml.DomainInterface{nic}
 	}
+	// KubeVirt always offers the guest agent a channel; libvirt picks the socket path and reports
+	// whether an agent answers on it.
+	dom.Devices.Channels = []libvirtxml.DomainChannel{{
+		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind"}},
+		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: GuestAgentChannel}},
+	}}
 	if devices.Rng != nil {
 		dom.Devices.RNGs = []libvirtxml.DomainRNG{{
 			Model:   "virtio",
@@ -167,6 +189,25 @@ func DomainUUID(vmi *kubevirtv1.VirtualMachineInstance) string {
 }
 
 func enabled(b *bool) bool { return b == nil || *b }
+
+// podInterface is the VMI's interface on the pod network, else its first interface, else nil.
+func podInterface(vmi *kubevirtv1.VirtualMachineInstance) *kubevirtv1.Interface {
+	ifaces := vmi.Spec.Domain.Devices.Interfaces
+	for _, n := range vmi.Spec.Networks {
+		if n.Pod == nil {
+			continue
+		}
+		for i := range ifaces {
+			if ifaces[i].Name == n.Name {
+				return &ifaces[i]
+			}
+		}
+	}
+	if len(ifaces) > 0 {
+		return &ifaces[0]
+	}
+	return nil
+}
 
 // guestMemory is the memory the guest sees, in bytes: spec.domain.memory.guest, else the memory
 // request, else the limit, as KubeVirt's defaulting does.
@@ -311,7 +352,7 @@ func convertDisks(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) ([
 			Target: &libvirtxml.DomainDiskTarget{Dev: dev, Bus: string(bus)},
 			Serial: d.Serial,
 			// The alias lets events and status map the device back to the VMI's disk name.
-			Alias: &libvirtxml.DomainAlias{Name: "ua-" + d.Name},
+			Alias: &libvirtxml.DomainAlias{Name: AliasPrefix + d.Name},
 		}
 		if readOnly {
 			disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}

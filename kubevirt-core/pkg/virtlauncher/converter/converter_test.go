@@ -74,6 +74,8 @@ func TestDomain(t *testing.T) {
 				`<console>`,
 				`<graphics type="vnc" socket="/run/l/vnc.sock">`,
 				`<memballoon model="virtio">`,
+				`<channel type="unix">`,
+				`<target type="virtio" name="org.qemu.guest_agent.0"></target>`,
 			},
 			// TCG cannot present the host CPU.
 			notWant: []string{`host-model`, `<interface`, `<rng`},
@@ -98,6 +100,28 @@ func TestDomain(t *testing.T) {
 				`<interface type="user">`,
 				`<rng model="virtio">`,
 			},
+			// Without VMI interfaces the NIC has no name to report.
+			notWant: []string{`<alias name="ua-default"`, `<mac `},
+		},
+		{
+			name: "user network stands in for the pod network interface",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				c.UserNetwork = true
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{
+					{Name: "secondary", MacAddress: "02:00:00:00:00:02"},
+					{Name: "default", MacAddress: "02:00:00:00:00:01", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}},
+				}
+				v.Spec.Networks = []kubevirtv1.Network{
+					{Name: "secondary", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "other"}}},
+					{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}},
+				}
+			},
+			want: []string{
+				`<interface type="user">`,
+				`<mac address="02:00:00:00:00:01"></mac>`,
+				`<alias name="ua-default"></alias>`,
+			},
+			notWant: []string{`ua-secondary`},
 		},
 		{
 			name: "memory from requests, named CPU model, no serial or VNC",

@@ -2,11 +2,9 @@ package launcher_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,19 +19,20 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"libvirt.org/go/libvirt"
 
-	"github.com/d8virt/hack/pkg/guest"
 	"github.com/d8virt/hack/pkg/guest/guesttest"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 )
 
 const guestImage = "registry.local/d8v/tiny-guest:latest"
 
-// TestLauncher runs the tiny guest through Run against a private libvirtd, as the compute
-// container would: a containerDisk (overlay over the shared image) plus cloud-init user data. It
-// checks the console, a graceful ACPI stop on cancel, and that a killed QEMU is reported as a crash.
-func TestLauncher(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+// TestManager drives the Manager directly against a private libvirtd with the tiny guest: what the
+// commands do before the start, idempotent starts and pauses, the guest agent check, and a QEMU
+// terminated from outside, which libvirt reports like a guest poweroff but is a crash. The
+// virt-launcher binary's tests cover the protocol, the graceful stop, kill and soft reboot.
+func TestManager(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	img, d := guesttest.Setup(ctx, t, "launcher-test")
 
@@ -46,97 +45,150 @@ func TestLauncher(t *testing.T) {
 	if err := os.Symlink(img.Disk, base); err != nil {
 		t.Fatal(err)
 	}
-
 	conn, err := libvirt.NewConnect(d.URI)
 	if err != nil {
 		t.Fatalf("connect %s: %v", d.URI, err)
 	}
 	defer conn.Close()
 
-	t.Run("console and graceful stop", func(t *testing.T) {
-		vmi := testVMI("hello")
-		l := startLauncher(ctx, t, d.URI, store, vmi)
-		con := l.console(ctx, t)
-
-		if _, err := con.WaitFor(regexp.MustCompile(`(?m)^hello-from-launcher\r?$`), 150*time.Second); err != nil {
-			t.Fatalf("user-data output: %v", err)
-		}
-		line, err := con.WaitFor(regexp.MustCompile(guest.ReadyMarker+` hostname=(\S+)`), 60*time.Second)
+	newManager := func(t *testing.T) (*launcher.Manager, string) {
+		state := t.TempDir()
+		m, err := launcher.New(launcher.Config{
+			LibvirtURI: d.URI,
+			StateDir:   state,
+			ImageStore: store,
+			Emulation:  true,
+			// The tiny guest's kernel has no AHCI driver; "pc" is what it boots on here.
+			MachineType: "pc",
+			Logger:      slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
 		if err != nil {
-			t.Fatalf("ready marker: %v", err)
+			t.Fatal(err)
 		}
-		if line[1] != vmi.Name {
-			t.Errorf("hostname from meta-data: got %q, want %q", line[1], vmi.Name)
-		}
-		// The serial line only opens with the shell; type again until the answer comes.
-		answer := regexp.MustCompile(`(?m)^42\r?$`)
-		typed := false
-		for i := 0; i < 10 && !typed; i++ {
-			if err := con.Write("echo $((6*7))\n"); err != nil {
-				t.Fatal(err)
+		t.Cleanup(func() {
+			m.Close()
+			if t.Failed() {
+				b, _ := os.ReadFile(launcher.SerialLog(state))
+				t.Logf("serial console log:\n%s", b)
 			}
-			_, err := con.WaitFor(answer, 5*time.Second)
-			typed = err == nil
-		}
-		if !typed {
-			t.Fatal("no answer from the shell on the serial console")
-		}
-		qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
+		})
+		return m, state
+	}
 
-		// What SIGTERM does to virt-launcher.
-		l.cancel()
-		res := l.wait(t, 90*time.Second)
-		if res.Reason != launcher.ReasonShutdown || res.ExitCode != launcher.ExitStopped {
-			t.Fatalf("result %+v, want a clean shutdown", res)
+	t.Run("stop before start", func(t *testing.T) {
+		m, _ := newManager(t)
+		if err := m.Pause(); !errors.Is(err, launcher.ErrNotStarted) {
+			t.Errorf("Pause before Start = %v, want ErrNotStarted", err)
 		}
-		if _, err := con.WaitFor(regexp.MustCompile(guest.ShutdownMarker), time.Second); err != nil {
-			t.Errorf("guest did not run its shutdown path (ACPI): %v", err)
+		if err := m.Shutdown(time.Minute); err != nil {
+			t.Fatal(err)
 		}
-		l.checkTerminationLog(t, res)
-		assertGone(t, conn, converter.DomainName(vmi), qemu)
+		select {
+		case <-m.Done():
+		default:
+			t.Fatal("a stop before the start must end the launcher at once")
+		}
+		if res := m.Result(); res.Reason != launcher.ReasonDestroyed || res.ExitCode != launcher.ExitStopped {
+			t.Errorf("result %+v, want a requested stop", res)
+		}
+		// The VMI arriving late must not start a guest in a Pod on its way out.
+		if err := m.Start(ctx, testVMI("late")); err != nil || m.Started() {
+			t.Errorf("Start after the stop: %v, started %v; want a no-op", err, m.Started())
+		}
+		if st := m.Status(); st.Defined || st.Result == nil {
+			t.Errorf("final status %+v, want an undefined domain with a result", st)
+		}
 	})
 
-	t.Run("QEMU killed", func(t *testing.T) {
-		vmi := testVMI("crash")
-		l := startLauncher(ctx, t, d.URI, store, vmi)
-		con := l.console(ctx, t)
+	t.Run("QEMU terminated", func(t *testing.T) {
+		m, state := newManager(t)
+		vmi := testVMI("terminated")
+		w := m.Watch()
+		defer w.Close()
+		if err := m.Start(ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx, vmi); err != nil {
+			t.Errorf("second Start of the same VMI: %v", err)
+		}
+		other := vmi.DeepCopy()
+		other.UID = "another"
+		var invalid *launcher.InvalidVMIError
+		if err := m.Start(ctx, other); !errors.As(err, &invalid) {
+			t.Errorf("Start of another VMI = %v, want an InvalidVMIError", err)
+		}
+		con, err := guesttest.DialConsole(ctx, launcher.ConsoleSocket(state))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer con.Close()
 		// Any output proves the guest runs; no need to wait for the whole boot.
 		if _, err := con.WaitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
 			t.Fatalf("no console output: %v", err)
 		}
+		for i := 0; i < 2; i++ {
+			if err := m.Pause(); err != nil {
+				t.Fatalf("Pause #%d: %v", i+1, err)
+			}
+		}
+		waitState(ctx, t, w, launcherapi.StatePaused)
+		if err := m.SoftReboot(); !errors.Is(err, launcher.ErrPaused) {
+			t.Errorf("SoftReboot of a paused guest = %v, want ErrPaused", err)
+		}
+		for i := 0; i < 2; i++ {
+			if err := m.Unpause(); err != nil {
+				t.Fatalf("Unpause #%d: %v", i+1, err)
+			}
+		}
+		waitState(ctx, t, w, launcherapi.StateRunning)
+		if err := m.Freeze(); !errors.Is(err, launcher.ErrNoGuestAgent) {
+			t.Errorf("Freeze without a guest agent = %v, want ErrNoGuestAgent", err)
+		}
+
 		qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
-		if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill QEMU: %v", err)
+		if err := syscall.Kill(qemu, syscall.SIGTERM); err != nil {
+			t.Fatalf("terminate QEMU: %v", err)
 		}
-		res := l.wait(t, 30*time.Second)
-		if res.Reason != launcher.ReasonCrashed || res.ExitCode == launcher.ExitStopped {
-			t.Fatalf("result %+v, want a crash with a non-zero exit code", res)
+		select {
+		case <-m.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the Manager did not notice QEMU's end")
 		}
-		l.checkTerminationLog(t, res)
+		if res := m.Result(); res.Reason != launcher.ReasonCrashed || res.ExitCode != launcher.ExitCrashed {
+			t.Fatalf("result %+v, want a crash", res)
+		}
+		final := waitState(ctx, t, w, launcherapi.StateShutoff)
+		if final.Result == nil || final.Result.Reason != string(launcher.ReasonCrashed) {
+			t.Errorf("final status %+v, want the crash result", final)
+		}
+		if err := m.Pause(); !errors.Is(err, launcher.ErrFinished) {
+			t.Errorf("Pause after the end = %v, want ErrFinished", err)
+		}
+		if err := m.Kill(); err != nil {
+			t.Errorf("Kill after the end: %v, want success (already gone)", err)
+		}
 		assertGone(t, conn, converter.DomainName(vmi), qemu)
 	})
-
-	t.Run("QEMU terminated", func(t *testing.T) { testTerminated(ctx, t, conn, d.URI, store) })
 }
 
-// A SIGTERM to QEMU makes it report a host-initiated shutdown, which libvirt turns into the same
-// STOPPED/shutdown event as a guest poweroff; only the SHUTDOWN event's detail tells them apart.
-func testTerminated(ctx context.Context, t *testing.T, conn *libvirt.Connect, uri, store string) {
-	vmi := testVMI("terminated")
-	l := startLauncher(ctx, t, uri, store, vmi)
-	con := l.console(ctx, t)
-	if _, err := con.WaitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
-		t.Fatalf("no console output: %v", err)
+// waitState waits for a status in state and returns it.
+func waitState(ctx context.Context, t *testing.T, w interface {
+	Next(context.Context) (launcherapi.DomainStatus, error)
+}, state launcherapi.DomainState) launcherapi.DomainStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var seen []string
+	for {
+		st, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %s (saw %v): %v", state, seen, err)
+		}
+		seen = append(seen, fmt.Sprintf("%s/%s", st.State, st.Reason))
+		if st.State == state {
+			return st
+		}
 	}
-	qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
-	if err := syscall.Kill(qemu, syscall.SIGTERM); err != nil {
-		t.Fatalf("terminate QEMU: %v", err)
-	}
-	res := l.wait(t, 30*time.Second)
-	if res.Reason != launcher.ReasonCrashed || res.ExitCode == launcher.ExitStopped {
-		t.Fatalf("result %+v, want a crash with a non-zero exit code", res)
-	}
-	assertGone(t, conn, converter.DomainName(vmi), qemu)
 }
 
 func testVMI(name string) *kubevirtv1.VirtualMachineInstance {
@@ -158,101 +210,6 @@ func testVMI(name string) *kubevirtv1.VirtualMachineInstance {
 				}}},
 			},
 		},
-	}
-}
-
-type runningLauncher struct {
-	cancel   context.CancelFunc
-	done     chan struct{}
-	res      launcher.Result
-	err      error
-	stateDir string
-	termLog  string
-}
-
-func startLauncher(ctx context.Context, t *testing.T, uri, store string, vmi *kubevirtv1.VirtualMachineInstance) *runningLauncher {
-	t.Helper()
-	dir := t.TempDir()
-	runCtx, cancel := context.WithCancel(ctx)
-	l := &runningLauncher{cancel: cancel, done: make(chan struct{}), stateDir: filepath.Join(dir, "state"), termLog: filepath.Join(dir, "termination-log")}
-	go func() {
-		defer close(l.done)
-		l.res, l.err = launcher.Run(runCtx, launcher.Options{
-			VMI:            vmi,
-			LibvirtURI:     uri,
-			StateDir:       l.stateDir,
-			ImageStore:     store,
-			GracePeriod:    60 * time.Second,
-			TerminationLog: l.termLog,
-			Emulation:      true,
-			// The tiny guest's kernel has no AHCI driver; "pc" is what it boots on here.
-			MachineType: "pc",
-			UserNetwork: true,
-			Logger:      slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-l.done:
-		case <-time.After(90 * time.Second):
-			t.Error("launcher did not return within 90s of cancel")
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(launcher.SerialLog(l.stateDir))
-			t.Logf("serial console log:\n%s", b)
-		}
-	})
-	return l
-}
-
-func (l *runningLauncher) console(ctx context.Context, t *testing.T) *guesttest.Console {
-	t.Helper()
-	path := launcher.ConsoleSocket(l.stateDir)
-	// The socket appears once QEMU runs: after the disk and ISO are prepared and the domain starts.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var dialer net.Dialer
-		c, err := dialer.DialContext(ctx, "unix", path)
-		if err == nil {
-			con := guesttest.NewConsole(c)
-			t.Cleanup(func() { con.Close() })
-			return con
-		}
-		select {
-		case <-l.done:
-			t.Fatalf("launcher returned before the console came up: %+v, %v", l.res, l.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("console socket %s: %v", path, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func (l *runningLauncher) wait(t *testing.T, timeout time.Duration) launcher.Result {
-	t.Helper()
-	select {
-	case <-l.done:
-	case <-time.After(timeout):
-		t.Fatalf("launcher did not return within %s", timeout)
-	}
-	if l.err != nil {
-		t.Fatalf("Run: %v", l.err)
-	}
-	return l.res
-}
-
-func (l *runningLauncher) checkTerminationLog(t *testing.T, want launcher.Result) {
-	t.Helper()
-	b, err := os.ReadFile(l.termLog)
-	if err != nil {
-		t.Fatalf("termination log: %v", err)
-	}
-	var got launcher.Result
-	if err := json.Unmarshal(b, &got); err != nil || got != want {
-		t.Errorf("termination log %s (%v), want %+v", b, err, want)
 	}
 }
 
