@@ -29,7 +29,15 @@ type Options struct {
 	// HostName names the test host that plays virt-api's pod; empty means "virt-api". Test hosts
 	// are machine-wide, so stacks side by side need different ones.
 	HostName string
+	// Nodes are the names of the local nodes to start, each a node agent running virt-handler
+	// and the launcher Pods; none means a control plane without nodes.
+	Nodes []string
+	// ImageStore is the containerDisk store the nodes read; empty means ImageStore().
+	ImageStore string
 }
+
+// ImageStore is the machine's containerDisk store: <store>/<escaped image>/disk.qcow2.
+func ImageStore() string { return filepath.Join(stack.CacheRoot(), "images") }
 
 // KubeconfigPath is a kubeconfig for people: kubectl speaks kubevirt.io through a rewriter.
 func KubeconfigPath(s *stack.Stack) string {
@@ -87,6 +95,9 @@ func Components(o Options) ([]stack.Component, error) {
 		o.HostName = hostName
 	}
 	hostName := o.HostName
+	if o.ImageStore == "" {
+		o.ImageStore = ImageStore()
+	}
 	for _, b := range []string{"kube-api-rewriter", "virt-controller", "virt-api"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s missing in %s (run make build): %w", b, o.BinDir, err)
@@ -110,6 +121,7 @@ func Components(o Options) ([]stack.Component, error) {
 		Bin:  filepath.Join(o.BinDir, "virt-controller"),
 		Args: []string{
 			"--kubeconfig", ctrlKubeconfig, "--leader-elect=false",
+			"--launcher-image", LauncherImage, "--container-disk-store", o.ImageStore,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", ctrlProbe,
 		},
 		Before: func(context.Context) error { return stack.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
@@ -134,6 +146,9 @@ func Components(o Options) ([]stack.Component, error) {
 		Args: []string{
 			"--kubeconfig", apiKubeconfig, "--listen", ":8443",
 			"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+			// virt-api's serving certificate doubles as its client certificate for virt-handler:
+			// both come from the stack's CA, which is also the handlers' CA.
+			"--handler-ca-file", o.Stack.CAFile(), "--handler-client-cert-file", certFile, "--handler-client-key-file", keyFile,
 		},
 		Before: func(context.Context) error {
 			_, _, err := o.Stack.IssueCert("virt-api", []string{"virt-api." + Namespace + ".svc"}, nil)
@@ -147,7 +162,8 @@ func Components(o Options) ([]stack.Component, error) {
 			return register(ctx, o.Stack, host)
 		},
 	}
-	return []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}, nil
+	out := []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}
+	return append(out, nodeComponents(o)...), nil
 }
 
 // hostName is the default test host that plays virt-api's pod.

@@ -109,10 +109,11 @@ func (s *Stack) AddComponents(cs ...Component) { s.cfg.Components = append(s.cfg
 func (s *Stack) Config() Config { return s.cfg }
 
 // IssueCert writes a certificate signed by the cluster CA into the stack's PKI (once) and returns
-// the certificate and key files: serving certificates for the module's servers.
+// the certificate and key files: serving certificates for the module's servers, also good as client
+// certificates where two of them authenticate each other (virt-api and virt-handler).
 func (s *Stack) IssueCert(name string, dnsNames []string, ips []net.IP) (certFile, keyFile string, err error) {
 	spec := certSpec{name: name, signer: "ca", cn: dnsNames[0], dnsNames: dnsNames, ips: ips,
-		usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	if err := ensurePKI(filepath.Join(s.cfg.StateDir, "pki"), append(s.certSpecs()[:1], spec)); err != nil {
 		return "", "", err
 	}

@@ -5,6 +5,7 @@ package guesttest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -58,7 +59,7 @@ func ProcessExists(pid int) bool {
 
 // Console collects what the guest prints on its serial port.
 type Console struct {
-	conn net.Conn
+	conn io.ReadWriteCloser
 	mu   sync.Mutex
 	buf  strings.Builder
 	seen int // WaitFor looks at output after the previous match only
@@ -83,8 +84,9 @@ func DialConsole(ctx context.Context, path string) (*Console, error) {
 	return NewConsole(conn), nil
 }
 
-// NewConsole starts collecting what arrives on conn, a connection to a serial console.
-func NewConsole(conn net.Conn) *Console {
+// NewConsole starts collecting what arrives on conn, a connection to a serial console (a unix
+// socket, or the console subresource's stream).
+func NewConsole(conn io.ReadWriteCloser) *Console {
 	c := &Console{conn: conn, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
