@@ -1,10 +1,11 @@
 // Command virt-launcher runs one virtual machine through libvirtd and QEMU.
 //
 // It is the compute container of the VMI's launcher Pod. It serves virt-handler's commands
-// (launcherapi) on a unix socket, starts the guest when virt-handler hands it the VMI (Sync), runs
-// its own virtlogd and libvirtd unless told to use another libvirtd, stops the guest gracefully on
-// SIGTERM, and exits with 0 after a poweroff or a requested stop and non-zero after a crash,
-// writing the details to the termination log.
+// (launcherapi) on a unix socket, starts the guest when virt-handler hands it the VMI (Sync) with
+// the Pod's network bound to it (masquerade, in the Pod's network namespace the launcher runs
+// in), runs its own virtlogd and libvirtd unless told to use another libvirtd, stops the guest
+// gracefully on SIGTERM, and exits with 0 after a poweroff or a requested stop and non-zero after
+// a crash, writing the details to the termination log.
 package main
 
 import (
@@ -73,7 +74,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.volumeMountDir, "volume-mount-dir", launcher.DefaultVolumeMountDir, "directory with PVC volumes as <volume>/disk.img")
 	fs.StringVar(&o.termLog, "termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
 	fs.StringVar(&o.machineType, "machine-type", "", "override the VMI's machine type")
-	fs.BoolVar(&o.userNetwork, "user-network", false, "give the guest a NIC on QEMU's user-mode network")
+	fs.BoolVar(&o.userNetwork, "user-network", false, "give the guest's pod network interface a NIC on QEMU's user-mode network instead of the masquerade binding, and leave the launcher's network namespace alone (a launcher outside a Pod)")
 	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 4*time.Minute, "give up when no VMI arrived and started within this time")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")

@@ -395,6 +395,9 @@ type launchOpts struct {
 	env  []string
 	// args are added to the launcher's flags.
 	args []string
+	// podNetwork leaves out --user-network: the launcher binds the pod network in its namespace,
+	// which must then be one of the test's own.
+	podNetwork bool
 }
 
 // startLauncher starts virt-launcher for vmi and waits until it answers on its socket.
@@ -419,9 +422,12 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		"--emulation",
 		// The tiny guest's kernel has no AHCI driver; "pc" is what it boots on here.
 		"--machine-type", "pc",
-		"--user-network",
 		"-v",
 	}, opts.args...)
+	if !opts.podNetwork {
+		// The launcher runs in the test's network namespace here, which it must not rewire.
+		args = append(args, "--user-network")
+	}
 	argv := append(append(opts.wrap, os.Args[0]), args...)
 	l.cmd = exec.Command(argv[0], argv[1:]...)
 	l.cmd.Env = append(append(os.Environ(), runAsLauncher+"=1"), opts.env...)

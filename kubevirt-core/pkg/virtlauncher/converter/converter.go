@@ -49,9 +49,22 @@ type ConverterContext struct {
 	SerialLog string
 	// VNCSocket is the unix socket QEMU's VNC server listens on; empty means no graphics.
 	VNCSocket string
-	// UserNetwork adds one virtio NIC on QEMU's user-mode network. A stand-in until the pod
-	// network binding exists: it gives the guest's DHCP client an answer.
+	// UserNetwork adds one virtio NIC on QEMU's user-mode network instead of TapNICs: for a
+	// launcher outside a Pod's network namespace (tests against a shared libvirtd).
 	UserNetwork bool
+	// TapNICs are the VMI's interfaces the launcher bound to tap devices it prepared (the pod
+	// network's masquerade binding).
+	TapNICs []TapNIC
+}
+
+// TapNIC is a guest NIC on an existing tap device.
+type TapNIC struct {
+	// Name is the VMI's interface name.
+	Name string
+	// Tap is the tap device, which libvirt opens and hands to QEMU.
+	Tap string
+	// MAC is the guest's MAC; the launcher's DHCP server knows the guest by it.
+	MAC string
 }
 
 // Domain converts vmi into a libvirt domain. Errors name the VMI field at fault.
@@ -153,6 +166,12 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 			}
 		}
 		dom.Devices.Interfaces = []libvirtxml.DomainInterface{nic}
+	} else {
+		nics, err := convertTapNICs(vmi, c.TapNICs)
+		if err != nil {
+			return nil, err
+		}
+		dom.Devices.Interfaces = nics
 	}
 	// KubeVirt always offers the guest agent a channel; libvirt picks the socket path and reports
 	// whether an agent answers on it.
@@ -173,6 +192,53 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 	}
 	dom.Devices.MemBalloon = &libvirtxml.DomainMemBalloon{Model: balloon}
 	return dom, nil
+}
+
+// convertTapNICs attaches each prepared tap device to the guest as the VMI's interface of the
+// same name: <interface type='ethernet'> with managed='no', since the launcher created the tap
+// and libvirt must neither create nor remove it.
+func convertTapNICs(vmi *kubevirtv1.VirtualMachineInstance, taps []TapNIC) ([]libvirtxml.DomainInterface, error) {
+	var out []libvirtxml.DomainInterface
+	for _, t := range taps {
+		idx := -1
+		for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+			if iface.Name == t.Name {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return nil, fmt.Errorf("spec.domain.devices.interfaces: no interface %q for tap %s", t.Name, t.Tap)
+		}
+		iface := &vmi.Spec.Domain.Devices.Interfaces[idx]
+		field := fmt.Sprintf("spec.domain.devices.interfaces[%d]", idx)
+		model := iface.Model
+		if model == "" {
+			model = kubevirtv1.VirtIO
+		}
+		if strings.ContainsAny(model, " /<>&'\"") {
+			return nil, fmt.Errorf("%s.model: invalid NIC model %q", field, model)
+		}
+		nic := libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}},
+			Target: &libvirtxml.DomainInterfaceTarget{Dev: t.Tap, Managed: "no"},
+			MAC:    &libvirtxml.DomainInterfaceMAC{Address: t.MAC},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: model},
+			Alias:  &libvirtxml.DomainAlias{Name: AliasPrefix + t.Name},
+		}
+		if iface.BootOrder != nil {
+			if *iface.BootOrder == 0 {
+				return nil, fmt.Errorf("%s.bootOrder: must be greater than 0", field)
+			}
+			nic.Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
+		} else {
+			// Without a boot order on the NIC, SeaBIOS would try PXE once the disks fail; KubeVirt
+			// gives such NICs no ROM for the same reason.
+			nic.ROM = &libvirtxml.DomainROM{Enabled: "no"}
+		}
+		out = append(out, nic)
+	}
+	return out, nil
 }
 
 // DomainName is KubeVirt's domain name for a VMI: <namespace>_<name>, unique per node.

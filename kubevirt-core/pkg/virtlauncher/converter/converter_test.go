@@ -124,6 +124,42 @@ func TestDomain(t *testing.T) {
 			notWant: []string{`ua-secondary`},
 		},
 		{
+			name: "pod network on a prepared tap",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}}}
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want: []string{
+				`<interface type="ethernet">`,
+				`<mac address="02:00:00:00:00:01"></mac>`,
+				`<target dev="tap0" managed="no"></target>`,
+				`<model type="virtio"></model>`,
+				`<alias name="ua-default"></alias>`,
+				// No boot order: no option ROM, so the firmware never tries PXE.
+				`<rom enabled="no"></rom>`,
+			},
+			notWant: []string{`type="user"`, `<boot order`},
+		},
+		{
+			name: "tap NIC with the VMI's model and boot order",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default", Model: "e1000", BootOrder: ptr(uint(2))}}
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want:    []string{`<model type="e1000"></model>`, `<boot order="2"></boot>`},
+			notWant: []string{`<rom`},
+		},
+		{
+			name: "user network wins over taps",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default"}}
+				c.UserNetwork = true
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want:    []string{`<interface type="user">`},
+			notWant: []string{`type="ethernet"`, `tap0`},
+		},
+		{
 			name: "memory from requests, named CPU model, no serial or VNC",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
 				v.Spec.Domain.Memory = nil
@@ -231,6 +267,29 @@ func TestDomainErrors(t *testing.T) {
 				v.Spec.Domain.Devices.Disks[1].DiskDevice = kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusVirtio}}
 			},
 			want: `spec.domain.devices.disks[1].cdrom.bus`,
+		},
+		{
+			name: "tap for an unknown interface",
+			mutate: func(_ *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want: `no interface "default" for tap tap0`,
+		},
+		{
+			name: "bad NIC model",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default", Model: "e1000'/>"}}
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want: `spec.domain.devices.interfaces[0].model`,
+		},
+		{
+			name: "zero NIC boot order",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default", BootOrder: ptr(uint(0))}}
+				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
+			},
+			want: `spec.domain.devices.interfaces[0].bootOrder`,
 		},
 		{
 			name: "zero boot order",

@@ -24,6 +24,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/feed"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/network"
 )
 
 // Exit codes of virt-launcher. The Pod's container exit code carries them to whoever decides about
@@ -100,8 +101,13 @@ type Config struct {
 	Emulation bool
 	// MachineType overrides the VMI's machine type (see converter.ConverterContext).
 	MachineType string
-	// UserNetwork gives the guest a NIC on QEMU's user-mode network (until the pod network exists).
+	// UserNetwork gives the guest's pod network interface a NIC on QEMU's user-mode network
+	// instead of the masquerade binding, which changes the launcher's network namespace: for a
+	// launcher that is not in a Pod's namespace (tests against a shared libvirtd).
 	UserNetwork bool
+	// ResolvConf is the Pod's resolver configuration the guest's DHCP lease passes on. Default
+	// /etc/resolv.conf.
+	ResolvConf string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -193,6 +199,10 @@ type Manager struct {
 	frozen    bool // Freeze froze the guest's filesystems
 	callbacks []int
 	closed    bool
+	// podNet is the pod network binding, set up for the domain and removed after it; podNIC is
+	// the VMI's interface on it.
+	podNet *network.Pod
+	podNIC string
 
 	// Fed by libvirt's callbacks and the commands, read by the domain loop.
 	events     chan libvirt.DomainEventLifecycle
@@ -341,6 +351,17 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		emulation = true
 	}
+	nics, err := m.setupNetwork(ctx, vmi, log)
+	if err != nil {
+		return nil, "", err
+	}
+	started := false
+	defer func() {
+		// The binding exists for the domain alone; without one, the next Sync starts afresh.
+		if !started {
+			m.teardownNetwork()
+		}
+	}()
 	spec, err := converter.Domain(vmi, converter.ConverterContext{
 		Emulation:    emulation,
 		MachineType:  m.cfg.MachineType,
@@ -349,6 +370,7 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 		SerialLog:    SerialLog(state),
 		VNCSocket:    VNCSocket(state),
 		UserNetwork:  m.cfg.UserNetwork,
+		TapNICs:      nics,
 	})
 	if err != nil {
 		return nil, "", invalidVMI(fmt.Errorf("convert VMI: %w", err))
@@ -378,6 +400,7 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 		m.unsubscribe()
 		return nil, "", fmt.Errorf("start domain %s: %w", name, err)
 	}
+	started = true
 	log.Info("domain started", "domain", name, "emulation", emulation, "console", ConsoleSocket(state))
 	return dom, name, nil
 }
@@ -650,6 +673,8 @@ func (m *Manager) Close() {
 		}
 		m.finish(Result{Reason: ReasonError, Message: "the launcher closed while the guest was running", ExitCode: ExitError}, nil)
 	}
+	// Only now that QEMU is gone: the guest's NIC must not lose its tap while it runs.
+	m.teardownNetwork()
 	m.feed.Close()
 	m.unsubscribe()
 	if err := m.conn.UnregisterCloseCallback(); err != nil {
@@ -822,7 +847,7 @@ func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 	defer m.mu.Unlock()
 	return launcherapi.DomainStatus{
 		Defined:             true,
-		Interfaces:          st.ifaces,
+		Interfaces:          m.withGuestIPs(st.ifaces),
 		GuestAgentConnected: m.agent,
 		Frozen:              m.frozen,
 	}
