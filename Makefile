@@ -72,6 +72,7 @@ run: build cluster-up ## Start the local stack with kubevirt-core behind its rew
 
 include hack/crds.mk
 include hack/libvirt.mk
+include hack/images.mk
 
 .PHONY: fmt-check
 fmt-check:

@@ -4,6 +4,13 @@
 //	                                 -core also runs kubevirt-core, each component behind a rewriter
 //	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
 //	devcluster [flags] status        show each daemon and its pid
+//	devcluster [flags] node up NODE [-labels k=v,...] [-cpu N] [-memory Q] [-pods N] [-image-store DIR]
+//	                                 start a node agent (a Node running pods as host processes);
+//	                                 idempotent; prints the node name
+//	devcluster [flags] node down NODE  stop the agent, remove its pods and the Node
+//	devcluster [flags] node list     show the nodes with their agents' state
+//	devcluster image-import [-store DIR] IMAGE DISK
+//	                                 copy a qcow2 into the containerDisk image store
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
 //	devcluster host list             list the test hosts with their addresses
 //	devcluster net-down              remove every test host and the bridge
@@ -39,7 +46,7 @@ func run() error {
 	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries, for -core (env D8V_BIN_DIR)")
 	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|host add|del|list [NAME]|net-down")
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|node up|down|list [NODE]|image-import IMAGE DISK|host add|del|list [NAME]|net-down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -97,11 +104,15 @@ func run() error {
 				return err
 			}
 		}
+		coreOn := len(s.Config().Components) > 0
+		if err := withNodes(s); err != nil {
+			return err
+		}
 		if err := s.Up(ctx); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "apiserver %s is ready; logs in %s/logs\n", s.Server(), cfg.StateDir)
-		if len(s.Config().Components) > 0 {
+		if coreOn {
 			fmt.Fprintf(os.Stderr, "kubevirt-core is running; kubectl speaks kubevirt.io with --kubeconfig %s\n", core.KubeconfigPath(s))
 		}
 		fmt.Println(s.KubeconfigPath())
@@ -109,12 +120,24 @@ func run() error {
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
 		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
 		_ = fs.Parse(args[1:])
-		err := s.Down(*purge)
-		if len(s.Config().Components) > 0 {
+		coreOn := len(s.Config().Components) > 0
+		if err := withNodes(s); err != nil {
+			return err
+		}
+		// Node agents stop first (they leave their pods running), then their pods go.
+		err := s.Down(false)
+		err = errors.Join(err, cleanupNodes(s))
+		if *purge {
+			err = errors.Join(err, s.Down(true))
+		}
+		if coreOn {
 			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
 		}
 		return err
 	case "status":
+		if err := withNodes(s); err != nil {
+			return err
+		}
 		st := s.Status()
 		names := make([]string, 0, len(st))
 		for n := range st {
@@ -131,6 +154,10 @@ func run() error {
 		if !s.Running() {
 			return errors.New("stack is not fully running")
 		}
+	case "node":
+		return nodeCommand(ctx, s, *binDir, args[1:])
+	case "image-import":
+		return imageImport(args[1:])
 	case "host":
 		return host(cfg.Net, args[1:])
 	case "net-down":

@@ -1,0 +1,87 @@
+package nodeagent
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestLogTails(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.log")
+	if err := os.WriteFile(p, []byte("one\ntwo\nthree\nfour\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, ""}, {1, "four\n"}, {3, "two\nthree\nfour\n"}, {10, "one\ntwo\nthree\nfour\n"}} {
+		f, _ := os.Open(p)
+		if err := seekTail(f, tc.n); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		if string(b) != tc.want {
+			t.Errorf("seekTail(%d) = %q, want %q", tc.n, b, tc.want)
+		}
+	}
+	if got := tailFile(p, 2, 100); got != "three\nfour" {
+		t.Errorf("tailFile lines = %q", got)
+	}
+	if got := tailFile(p, 80, 6); got != "e\nfour" {
+		t.Errorf("tailFile bytes = %q", got)
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	for in, want := range map[string]string{`/a/b`: "/a/b", `/with\040space`: "/with space", `/tab\011x`: "/tab\tx", `/back\134slash`: `/back\slash`} {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("%q -> %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestStartedBefore(t *testing.T) {
+	pending := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waiting("a", "ContainerCreating")}}}
+	if startedBefore(pending) {
+		t.Error("a pod that never ran counts as started")
+	}
+	for _, st := range []corev1.ContainerStatus{running("a", true), exited("a", 0), backingOff("a", 1)} {
+		p := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}
+		if !startedBefore(p) {
+			t.Errorf("status %+v does not count as started", st)
+		}
+	}
+}
+
+func TestGracePeriod(t *testing.T) {
+	five, ten := int64(5), int64(10)
+	for _, tc := range []struct {
+		pod  corev1.Pod
+		want time.Duration
+	}{
+		{corev1.Pod{}, 30 * time.Second},
+		{corev1.Pod{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &ten}}, 10 * time.Second},
+		{func() corev1.Pod {
+			p := corev1.Pod{Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &ten}}
+			p.DeletionGracePeriodSeconds = &five
+			return p
+		}(), 5 * time.Second},
+	} {
+		if got := gracePeriod(&tc.pod); got != tc.want {
+			t.Errorf("grace %s, want %s", got, tc.want)
+		}
+	}
+}
+
+func TestNetHostName(t *testing.T) {
+	uid := "3c52946e-9c52-45ca-b382-4f58b1b7ceff"
+	if got := NetHostName("3c52946e-9c52-45ca-b382-4f58b1b7ceff"); got != "pod-"+uid || strings.ContainsAny(got, "/ ") {
+		t.Errorf("NetHostName = %q", got)
+	}
+}
