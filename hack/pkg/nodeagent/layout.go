@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -54,4 +55,17 @@ func (l Layout) LogFile(uid types.UID, container string) string {
 // ContainerDir holds one container's state files.
 func (l Layout) ContainerDir(uid types.UID, container string) string {
 	return filepath.Join(l.PodDir(uid), "containers", container)
+}
+
+// KubeletDir is the kubelet's root directory as hostPath volumes name it.
+const KubeletDir = "/var/lib/kubelet"
+
+// HostPath maps a hostPath volume's path to this machine: the kubelet's directory is the agent's
+// root (whose pods/ has the kubelet's layout), every other path is itself.
+func (l Layout) HostPath(p string) string {
+	p = filepath.Clean(p)
+	if rel, err := filepath.Rel(KubeletDir, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join(l.Root, rel)
+	}
+	return p
 }

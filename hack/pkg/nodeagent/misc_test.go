@@ -85,3 +85,20 @@ func TestNetHostName(t *testing.T) {
 		t.Errorf("NetHostName = %q", got)
 	}
 }
+
+func TestHostPathMapsTheKubeletDirToTheRoot(t *testing.T) {
+	l := Layout{Root: "/state/nodes/n1"}
+	cases := map[string]string{
+		"/var/lib/kubelet/pods":       "/state/nodes/n1/pods",
+		"/var/lib/kubelet":            "/state/nodes/n1",
+		"/var/lib/kubelet/../x":       "/var/lib/x",
+		"/var/lib/kubeletx/pods":      "/var/lib/kubeletx/pods",
+		"/var/lib/kubevirt/disks/":    "/var/lib/kubevirt/disks",
+		"/var/lib/kubelet/pods/../..": "/var/lib",
+	}
+	for in, want := range cases {
+		if got := l.HostPath(in); got != want {
+			t.Errorf("HostPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

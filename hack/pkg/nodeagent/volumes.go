@@ -96,7 +96,9 @@ func EffectiveVolumes(pod *corev1.Pod, automount bool) (vols []corev1.Volume, mo
 
 // VolumeHostPath is where a volume's contents are on this machine. Volumes the agent fills live
 // under the pod directory exactly where kubelet keeps them; hostPath volumes are the host path
-// itself. PersistentVolumeClaims are resolved by PrepareVolumes.
+// itself, except under the kubelet's own directory (KubeletDir): that is this agent's root, so that
+// node agents side by side each show their own pods to a DaemonSet (virt-handler) that mounts
+// /var/lib/kubelet/pods, as a kubelet would. PersistentVolumeClaims are resolved by PrepareVolumes.
 func VolumeHostPath(l Layout, pod *corev1.Pod, v *corev1.Volume) (string, error) {
 	switch {
 	case v.EmptyDir != nil:
@@ -110,7 +112,7 @@ func VolumeHostPath(l Layout, pod *corev1.Pod, v *corev1.Volume) (string, error)
 	case v.DownwardAPI != nil:
 		return l.VolumePath(pod.UID, PluginDownwardAPI, v.Name), nil
 	case v.HostPath != nil:
-		return filepath.Clean(v.HostPath.Path), nil
+		return l.HostPath(v.HostPath.Path), nil
 	}
 	return "", fmt.Errorf("volume %q: unsupported volume type (the node agent handles emptyDir, configMap, secret, projected, downwardAPI, hostPath and hostPath-backed PVCs)", v.Name)
 }
