@@ -1,8 +1,133 @@
-// Command virt-operator installs and updates the core components from a KubeVirt resource.
+// Command virt-operator installs and updates the core's components from a KubeVirt resource and
+// reports their state in its status. Like every core component it talks kubevirt.io to a
+// kube-api-rewriter sidecar: its kubeconfig points at the sidecar's api listener.
+//
+// Every flag of its own can also be set through the environment: --image-prefix is
+// VIRT_OPERATOR_IMAGE_PREFIX; the command line wins.
 package main
 
-import "github.com/d8virt/kubevirt-core/internal/scaffold"
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
+)
+
+// version is stamped at build time (-ldflags "-X main.version=...") and reported in the
+// KubeVirt's status.operatorVersion.
+var version = "devel"
+
+type options struct {
+	leaderElect bool
+	leaderNS    string
+	metricsAddr string
+	probeAddr   string
+	pullPolicy  string
+	cfg         virtoperator.Config
+}
 
 func main() {
-	scaffold.Main("virt-operator", "installs and updates the core components from a KubeVirt resource")
+	o := options{cfg: virtoperator.DefaultConfig()}
+	o.cfg.OperatorVersion = version
+	own := flag.NewFlagSet("virt-operator", flag.ExitOnError)
+	own.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active replica through a Lease")
+	own.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the Lease; empty means the pod's own")
+	own.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
+	own.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	own.StringVar(&o.cfg.ImagePrefix, "image-prefix", o.cfg.ImagePrefix, "put before each component's image name, e.g. registry.example.com/kubevirt/ (spec.imageRegistry overrides)")
+	own.StringVar(&o.cfg.ImageTag, "image-tag", o.cfg.ImageTag, "tag of the components' images (spec.imageTag overrides)")
+	own.StringVar(&o.cfg.RewriterImage, "rewriter-image", "", "image of the kube-api-rewriter sidecars; empty means <prefix>kube-api-rewriter:<tag>")
+	own.StringVar(&o.pullPolicy, "image-pull-policy", string(o.cfg.ImagePullPolicy), "pull policy of the components' images (spec.imagePullPolicy overrides)")
+	own.StringVar(&o.cfg.ContainerDiskStore, "container-disk-store", o.cfg.ContainerDiskStore, "node directory with the containerDisk base images, for virt-controller")
+	replicas := own.Int("replicas", int(o.cfg.Replicas), "replicas of virt-api and virt-controller (spec.infra.replicas overrides)")
+	if err := applyEnv(own); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-operator:", err)
+		os.Exit(2)
+	}
+	// One command line: our flags, controller-runtime's --kubeconfig and the logging flags.
+	own.VisitAll(func(f *flag.Flag) { flag.CommandLine.Var(f.Value, f.Name, f.Usage) })
+	zo := zap.Options{}
+	zo.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	o.cfg.Replicas = int32(*replicas)
+	o.cfg.ImagePullPolicy = corev1.PullPolicy(o.pullPolicy)
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-operator:", err)
+		os.Exit(1)
+	}
+}
+
+// applyEnv sets each flag of fs from VIRT_OPERATOR_<NAME> when that is set.
+func applyEnv(fs *flag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "VIRT_OPERATOR_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func run(o options) error {
+	switch o.cfg.ImagePullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return fmt.Errorf("--image-pull-policy %q: want Always, IfNotPresent or Never", o.cfg.ImagePullPolicy)
+	}
+	if o.cfg.Replicas < 1 {
+		return fmt.Errorf("--replicas %d: want at least 1", o.cfg.Replicas)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   virtoperator.CacheOptions(),
+		Client:                  virtoperator.ClientOptions(),
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "virt-operator.kubevirt.io",
+		LeaderElectionNamespace: o.leaderNS,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	r := &virtoperator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: o.cfg}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("KubeVirt controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("virt-operator").Info("starting", "version", version, "imagePrefix", o.cfg.ImagePrefix,
+		"imageTag", o.cfg.ImageTag, "rewriterImage", o.cfg.RewriterImage)
+	return mgr.Start(ctrl.SetupSignalHandler())
 }
