@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/d8virt/hack/pkg/core"
@@ -69,16 +70,17 @@ func run() error {
 	}
 	// A stack that once ran the core keeps a marker, so that down and status see the core too.
 	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
-	withCore := func() error {
-		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10})
+	// The marker lists the core's nodes, comma-separated.
+	withCore := func(nodes []string) error {
+		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10, Nodes: nodes})
 		if err != nil {
 			return err
 		}
 		s.AddComponents(cs...)
 		return nil
 	}
-	if _, err := os.Stat(coreMarker); err == nil {
-		if err := withCore(); err != nil {
+	if b, err := os.ReadFile(coreMarker); err == nil {
+		if err := withCore(splitList(string(b))); err != nil {
 			return err
 		}
 	}
@@ -89,18 +91,20 @@ func run() error {
 	case "up":
 		fs := flag.NewFlagSet("up", flag.ExitOnError)
 		runCore := fs.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
+		coreNodes := fs.String("core-nodes", "node1", "with -core: comma-separated local nodes running virt-handler and the VMs; empty for none")
 		_ = fs.Parse(args[1:])
 		if err := stack.EnsureBinaries(os.Stderr); err != nil {
 			return err
 		}
 		if *runCore && len(cfg.Components) == 0 && len(s.Config().Components) == 0 {
-			if err := withCore(); err != nil {
+			nodes := splitList(*coreNodes)
+			if err := withCore(nodes); err != nil {
 				return err
 			}
 			if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(coreMarker, nil, 0o644); err != nil {
+			if err := os.WriteFile(coreMarker, []byte(strings.Join(nodes, ",")), 0o644); err != nil {
 				return err
 			}
 		}
@@ -225,4 +229,15 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(strings.TrimSpace(s), ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

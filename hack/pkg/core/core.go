@@ -122,6 +122,8 @@ func Components(o Options) ([]stack.Component, error) {
 		Args: []string{
 			"--kubeconfig", ctrlKubeconfig, "--leader-elect=false",
 			"--launcher-image", LauncherImage, "--container-disk-store", o.ImageStore,
+			// KVM does not work here (see docs/development.md): guests run under TCG.
+			"--use-emulation",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", ctrlProbe,
 		},
 		Before: func(context.Context) error { return stack.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/hack/pkg/stack"
 )
@@ -139,13 +140,19 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 	}, nil
 }
 
+// kubevirtClient talks to the stack through the users' rewriter, as an operator of the core
+// would through its sidecar: kubevirt.io labels and selectors are renamed on the way in and out.
+func kubevirtClient(s *stack.Stack) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", KubeconfigPath(s))
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", KubeconfigPath(s), err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
 // installHandler creates the handler's objects; existing ones stay as they are.
 func installHandler(ctx context.Context, s *stack.Stack) error {
-	cfg, err := s.RESTConfig()
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubevirtClient(s)
 	if err != nil {
 		return err
 	}

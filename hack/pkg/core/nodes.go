@@ -43,13 +43,10 @@ func nodeComponents(o Options) []stack.Component {
 	return out
 }
 
-// nodesSchedulable is nil once virt-handler has marked every node as able to run VMs.
+// nodesSchedulable is nil once virt-handler has marked every node as able to run VMs. It reads
+// through the rewriter, which shows the label in KubeVirt's name.
 func nodesSchedulable(ctx context.Context, s *stack.Stack, nodes []string) error {
-	cfg, err := s.RESTConfig()
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubevirtClient(s)
 	if err != nil {
 		return err
 	}

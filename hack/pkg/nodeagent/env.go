@@ -96,6 +96,10 @@ type EnvSource struct {
 // what is defined before it.
 func ContainerEnv(src EnvSource, c *corev1.Container) ([]string, error) {
 	var env envList
+	// An image's config sets PATH and HOME; the host's root filesystem stands in for every image
+	// here, so every container gets what a Debian image would set.
+	env.set("PATH", DefaultPath)
+	env.set("HOME", "/root")
 	if src.APIHost != "" {
 		env.set("KUBERNETES_SERVICE_HOST", src.APIHost)
 		env.set("KUBERNETES_SERVICE_PORT", src.APIPort)
@@ -156,6 +160,9 @@ func ContainerEnv(src EnvSource, c *corev1.Container) ([]string, error) {
 	}
 	return env.Strings(), nil
 }
+
+// DefaultPath is the PATH of a container whose Pod sets none, as container runtimes default it.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 func hostPort(host, port string) string {
 	if strings.Contains(host, ":") {

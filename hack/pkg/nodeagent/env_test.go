@@ -240,8 +240,10 @@ func TestContainerEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("env\n got %q\nwant %q", got, tc.want)
+			// Every container starts from an image-like PATH and HOME.
+			want := append([]string{"PATH=" + DefaultPath, "HOME=/root"}, tc.want...)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("env\n got %q\nwant %q", got, want)
 			}
 		})
 	}

@@ -38,6 +38,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
 	flag.StringVar(&launcher.Image, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
+	flag.BoolVar(&launcher.Emulation, "use-emulation", false, "run guests under TCG (nodes without working KVM)")
 	flag.StringVar(&launcher.ContainerDiskStore, "container-disk-store", "/var/lib/kubevirt/container-disks", "node directory with the containerDisk base images, mounted read-only into launcher Pods")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)

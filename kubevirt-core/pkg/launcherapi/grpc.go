@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
+
+	"github.com/d8virt/kubevirt-core/pkg/unixsock"
 )
 
 // ServiceName is the gRPC service of the launcher's command server.
@@ -121,8 +123,7 @@ func Dial(socket string) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return unixsock.Dial(ctx, socket)
 		}),
 	)
 	if err != nil {

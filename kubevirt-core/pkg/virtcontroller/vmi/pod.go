@@ -186,6 +186,9 @@ type LauncherConfig struct {
 	// ContainerDiskStore is the node directory with the containerDisk base images, one directory
 	// per image reference (see the launcher's ImagePath). The launcher reads it read-only.
 	ContainerDiskStore string
+	// Emulation makes every launcher run its guest under TCG, for nodes without working KVM
+	// (KubeVirt's developerConfiguration.useEmulation).
+	Emulation bool
 }
 
 // Volumes of the launcher Pod and where the compute container sees them. virt-handler finds the
@@ -201,7 +204,7 @@ const (
 
 // LauncherCommand is how the compute container starts virt-launcher for this VMI. The launcher's
 // own grace period is the guest's plus one padding; the Pod's is one padding longer.
-func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance) []string {
+func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) []string {
 	cmd := []string{
 		"virt-launcher",
 		"--name", vmi.Name,
@@ -211,6 +214,9 @@ func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance) []string {
 	}
 	if hasContainerDisk(vmi) {
 		cmd = append(cmd, "--image-store", containerDisksDir)
+	}
+	if cfg.Emulation {
+		cmd = append(cmd, "--emulation")
 	}
 	return cmd
 }
@@ -280,7 +286,7 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 				Name:            ComputeContainer,
 				Image:           cfg.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         LauncherCommand(vmi),
+				Command:         LauncherCommand(vmi, cfg),
 				Resources:       launcherResources(vmi),
 				VolumeMounts:    mounts,
 				Env: []corev1.EnvVar{{

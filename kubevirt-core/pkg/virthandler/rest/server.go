@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/apistatus"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/unixsock"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
@@ -149,7 +149,9 @@ func (s *Server) stream(kind, socketName string) http.HandlerFunc {
 			return
 		}
 		sock := filepath.Join(launcherapi.PodVolumeDir(s.PodsDir, string(pod.UID), launcherapi.PrivateVolume), string(v.UID), socketName)
-		guest, err := net.DialTimeout("unix", sock, 5*time.Second)
+		dctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		guest, err := unixsock.Dial(dctx, sock)
+		cancel()
 		if err != nil {
 			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("%s of VMI %s is not available: %v", kind, v.Name, err)))
 			return
