@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 )
@@ -55,11 +56,13 @@ type Rewriter struct {
 	sch        *schemas
 	restoreMsg *strings.Replacer
 	renameMsg  *strings.Replacer
+	walkers    sync.Pool // *walker
 }
 
 // New returns a Rewriter for the given (loaded) rules.
 func New(r *rules.Rules) *Rewriter {
 	rw := &Rewriter{rules: r, sch: buildSchemas()}
+	rw.walkers.New = func() any { return &walker{} }
 	rw.buildMessageReplacers()
 	return rw
 }
@@ -213,13 +216,11 @@ func (w *walker) admissionPatch(_ *node, _ *sib) {
 
 // run executes fn over src with panics converted to errors.
 func (rw *Rewriter) run(d Direction, dst, src []byte, t Target, fn func(w *walker)) (out []byte, err error) {
-	w := &walker{rw: rw, dir: d, target: t}
-	w.src = src
+	w := rw.walkers.Get().(*walker)
 	if dst == nil {
 		dst = make([]byte, 0, len(src)+len(src)/8+64)
 	}
-	w.out = dst
-	w.scopes = []*scope{{}}
+	w.reset(rw, d, src, dst, t)
 	defer func() {
 		if p := recover(); p != nil {
 			se, ok := p.(scanError)
@@ -228,6 +229,8 @@ func (rw *Rewriter) run(d Direction, dst, src []byte, t Target, fn func(w *walke
 			}
 			out, err = nil, se.err
 		}
+		w.release()
+		rw.walkers.Put(w)
 	}()
 	fn(w)
 	w.ws()
@@ -271,13 +274,42 @@ func (rw *Rewriter) Restore(body []byte) ([]byte, error) { return rw.Object(Rest
 func (rw *Rewriter) WatchEvent(d Direction, dst, event []byte, t Target) (out []byte, drop bool, err error) {
 	var hidden bool
 	mark := len(dst)
-	out, err = rw.run(d, dst, event, t, func(w *walker) {
+	out, err = rw.run(d, dst, event, t, watchEvent(d, t, &hidden))
+	if err != nil {
+		return dst[:mark], false, err
+	}
+	if hidden {
+		return out[:mark], true, nil
+	}
+	return out, false, nil
+}
+
+// WatchEventPrefix is WatchEvent for the event at the start of buf, as a watch stream is read:
+// buf may end inside the event, or hold the start of the next ones. It returns how many bytes of
+// buf the event took (whitespace before it included). short reports that buf ends inside the
+// event: nothing is rewritten then, and the caller reads on and calls again with more.
+func (rw *Rewriter) WatchEventPrefix(d Direction, dst, buf []byte, t Target) (out []byte, n int, drop, short bool, err error) {
+	var hidden bool
+	mark := len(dst)
+	out, n, short, err = rw.walkPrefix(d, dst, buf, true, watchEvent(d, t, &hidden))
+	switch {
+	case short || err != nil:
+		return dst[:mark], 0, false, short, err
+	case hidden:
+		return out[:mark], n, true, false, nil
+	}
+	return out, n, false, false, nil
+}
+
+// watchEvent walks one watch event; hidden is set when the event is about a hidden object.
+func watchEvent(d Direction, t Target, hidden *bool) func(w *walker) {
+	return func(w *walker) {
 		w.ws()
 		if w.peek() != '{' {
 			w.fail("watch event is not an object")
 		}
-		sc := &scope{element: true}
-		w.push(sc)
+		sc := w.push()
+		sc.element = true
 		w.eachKey(func(_, _ int, key string) {
 			w.ws()
 			if key == "object" && w.peek() == '{' {
@@ -287,15 +319,8 @@ func (rw *Rewriter) WatchEvent(d Direction, dst, event []byte, t Target) (out []
 			w.skip()
 		})
 		w.pop()
-		hidden = sc.hide && d == Restore
-	})
-	if err != nil {
-		return dst[:mark], false, err
+		*hidden = sc.hide && d == Restore
 	}
-	if hidden {
-		return out[:mark], true, nil
-	}
-	return out, false, nil
 }
 
 // AdmissionReview rewrites an AdmissionReview: on Restore the request (kind,

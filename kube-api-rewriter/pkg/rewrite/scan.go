@@ -1,9 +1,9 @@
 package rewrite
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -21,7 +21,13 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("rewrite: malformed JSON at offset %d: %s", e.Offset, e.Msg)
 }
 
-type scanError struct{ err error }
+// scanError carries a syntax error out of the walk. short is true when the
+// input ended before the value did: a streamed reader that has more input can
+// read it and walk the value again.
+type scanError struct {
+	err   error
+	short bool
+}
 
 const maxDepth = 512
 
@@ -35,29 +41,41 @@ type scanner struct {
 }
 
 func (s *scanner) fail(msg string) {
-	panic(scanError{&SyntaxError{Offset: s.pos, Msg: msg}})
+	panic(scanError{err: &SyntaxError{Offset: s.pos, Msg: msg}})
 }
 
-func (s *scanner) ws() {
-	for s.pos < len(s.src) {
-		switch s.src[s.pos] {
-		case ' ', '\n', '\t', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
+// failShort reports input that ends in the middle of a value.
+func (s *scanner) failShort(msg string) {
+	panic(scanError{err: &SyntaxError{Offset: s.pos, Msg: msg}, short: true})
 }
+
+// skipWS returns the index of the first byte at or after i that is not JSON
+// whitespace.
+func skipWS(src []byte, i int) int {
+	for i < len(src) {
+		c := src[i]
+		if c > ' ' || (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+func (s *scanner) ws() { s.pos = skipWS(s.src, s.pos) }
 
 func (s *scanner) peek() byte {
 	if s.pos >= len(s.src) {
-		s.fail("unexpected end of input")
+		s.failShort("unexpected end of input")
 	}
 	return s.src[s.pos]
 }
 
 func (s *scanner) expect(c byte) {
-	if s.pos >= len(s.src) || s.src[s.pos] != c {
+	if s.pos >= len(s.src) {
+		s.failShort("expected '" + string(c) + "'")
+	}
+	if s.src[s.pos] != c {
 		s.fail("expected '" + string(c) + "'")
 	}
 	s.pos++
@@ -91,13 +109,19 @@ func (s *scanner) replaceRaw(start, end int, raw []byte) {
 // kept beyond the lifetime of src.
 func (s *scanner) str() (start, end int, v string) {
 	start = s.pos
-	if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+	if s.pos >= len(s.src) {
+		s.failShort("expected string")
+	}
+	if s.src[s.pos] != '"' {
 		s.fail("expected string")
 	}
-	end, esc, msg := stringEnd(s.src, start)
-	if end < 0 {
-		s.fail(msg)
+	// the common case, a string without escapes, without calling stringEnd
+	if j := start + 1 + plainLen(s.src[start+1:]); j < len(s.src) && s.src[j] == '"' {
+		s.pos = j + 1
+		raw := s.src[start+1 : j]
+		return start, j + 1, unsafe.String(unsafe.SliceData(raw), len(raw))
 	}
+	end, esc := s.stringAt(start)
 	s.pos = end
 	raw := s.src[start+1 : end-1]
 	if !esc {
@@ -111,27 +135,72 @@ func (s *scanner) str() (start, end int, v string) {
 	return start, end, d
 }
 
+// stringAt is stringEnd for the string at src[i], failing on errors.
+func (s *scanner) stringAt(i int) (end int, esc bool) {
+	end, esc, msg := stringEnd(s.src, i)
+	if end < 0 {
+		s.pos = i
+		if end == -2 {
+			s.failShort(msg)
+		}
+		s.fail(msg)
+	}
+	return end, esc
+}
+
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// specialBytes flags, in bit 7 of each byte, the bytes of v (eight input bytes,
+// little endian) that end a run of plain string bytes: '"', '\\' and control
+// characters. The lowest flagged byte is exact; flags above it may be false.
+func specialBytes(v uint64) uint64 {
+	x := v ^ (swarLo * '"')
+	y := v ^ (swarLo * '\\')
+	return ((x-swarLo)&^x | (y-swarLo)&^y | (v-swarLo*0x20)&^v) & swarHi
+}
+
+// plainLen returns the length of the run of plain string bytes at the start of
+// b: the index of its first '"', '\\' or control character, or len(b).
+func plainLen(b []byte) int {
+	i := 0
+	for i+8 <= len(b) {
+		if m := specialBytes(load64(b, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(b)
+}
+
 // stringEnd returns the index just after the closing quote of the string that
 // starts at src[i] == '"', and whether it has escapes. It rejects control
-// characters and invalid escapes. It returns -1 on error (msg says why).
+// characters and invalid escapes: it then returns -1 (msg says why), or -2 when
+// the input ends inside the string.
 func stringEnd(src []byte, i int) (end int, esc bool, msg string) {
 	j := i + 1
+	n := len(src)
 	for {
-		// eight bytes at a time while there is no '"', '\\' or control character
-		for j+8 <= len(src) {
-			v := binary.LittleEndian.Uint64(src[j:])
-			x := v ^ 0x2222222222222222
-			y := v ^ 0x5c5c5c5c5c5c5c5c
-			if ((x-0x0101010101010101)&^x|(y-0x0101010101010101)&^y|(v-0x2020202020202020)&^v)&0x8080808080808080 != 0 {
+		// Eight bytes at a time up to the first '"', '\\' or control character.
+		for j+8 <= n {
+			if m := specialBytes(load64(src, j)); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			j += 8
 		}
-		for j < len(src) && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
+		for j < n && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
 			j++
 		}
-		if j >= len(src) {
-			return -1, esc, "unterminated string"
+		if j >= n {
+			return -2, esc, "unterminated string"
 		}
 		switch c := src[j]; {
 		case c == '"':
@@ -141,20 +210,21 @@ func stringEnd(src []byte, i int) (end int, esc bool, msg string) {
 		}
 		// backslash
 		esc = true
-		if j+1 >= len(src) {
-			return -1, esc, "unterminated string"
+		if j+1 >= n {
+			return -2, esc, "unterminated string"
 		}
 		switch src[j+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			j += 2
 		case 'u':
-			if j+6 > len(src) {
-				return -1, esc, "unterminated string"
-			}
-			for _, h := range src[j+2 : j+6] {
-				if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+			k := j + 2
+			for ; k < j+6 && k < n; k++ {
+				if h := src[k]; !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
 					return -1, esc, "invalid \\u escape"
 				}
+			}
+			if k < j+6 {
+				return -2, esc, "unterminated string"
 			}
 			j += 6
 		default:
@@ -163,227 +233,263 @@ func stringEnd(src []byte, i int) (end int, esc bool, msg string) {
 	}
 }
 
-// skip skips one JSON value at pos (whitespace already skipped).
-func (s *scanner) skip() {
-	if s.pos >= len(s.src) {
-		s.fail("unexpected end of input")
-	}
-	switch c := s.src[s.pos]; c {
-	case '"':
-		s.skipString()
-	case '{', '[':
-		s.skipComposite()
-	case 't':
-		s.literal("true")
-	case 'f':
-		s.literal("false")
-	case 'n':
-		s.literal("null")
-	default:
-		if c == '-' || (c >= '0' && c <= '9') {
-			s.number()
-			return
-		}
-		s.fail("invalid character " + fmt.Sprintf("%q", c))
-	}
-}
-
-func (s *scanner) literal(l string) {
-	if len(s.src)-s.pos < len(l) || string(s.src[s.pos:s.pos+len(l)]) != l {
-		s.fail("invalid literal")
-	}
-	s.pos += len(l)
-	if s.pos < len(s.src) && !isDelim(s.src[s.pos]) {
-		s.fail("invalid literal")
-	}
-}
-
-func isDelim(c byte) bool {
-	switch c {
-	case ',', '}', ']', ' ', '\n', '\t', '\r', ':':
-		return true
-	}
-	return false
-}
-
-func (s *scanner) number() {
-	start := s.pos
-	for s.pos < len(s.src) {
-		c := s.src[s.pos]
-		if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			s.pos++
-			continue
-		}
-		break
-	}
-	if s.pos < len(s.src) && !isDelim(s.src[s.pos]) {
-		s.fail("invalid number")
-	}
-	if !validNumber(s.src[start:s.pos]) {
-		s.pos = start
-		s.fail("invalid number")
-	}
-}
-
-func validNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	if i >= len(b) {
-		return false
-	}
-	if b[i] == '0' {
-		i++
-	} else if b[i] >= '1' && b[i] <= '9' {
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	} else {
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return false
-		}
-	}
-	return i == len(b)
-}
-
-func (s *scanner) skipString() {
-	end, _, msg := stringEnd(s.src, s.pos)
-	if end < 0 {
-		s.fail(msg)
-	}
-	s.pos = end
-}
-
-// skipComposite skips an object or array. It checks bracket balance and the
-// alternation of keys, values and separators, so truncated or garbled input is
-// reported instead of being copied.
+// skip skips one JSON value at pos (whitespace already skipped) and checks that
+// it is well formed: strings and their escapes, numbers, literals, and the
+// alternation of keys, values and separators in objects and arrays, so that a
+// truncated or garbled input is reported instead of being copied.
 //
-// States: 0 after '[' (value or ']'), 1 after a value (',' or close),
-// 2 after '{' (key or '}'), 3 after a key (':'), 4 after ',' in an object
-// (key), 5 after ':' or after ',' in an array (value).
-func (s *scanner) skipComposite() {
+// This is where a restore spends most of its time (most of an object is not
+// rewritten), so it is one loop over the bytes with an explicit stack of open
+// brackets instead of a recursive descent.
+func (s *scanner) skip() {
+	// Only the position and the innermost bracket live in registers; the stack of outer
+	// brackets is in s.stack, and every call below is followed by reloading what it could
+	// have clobbered, so that the hot path keeps no values on the stack frame.
 	src := s.src
-	stack := s.stack[:0]
-	var state byte
-	var top byte
+	n := len(src)
 	pos := s.pos
-	for pos < len(src) {
-		c := src[pos]
-		switch c {
-		case ' ', '\n', '\t', '\r':
-			pos++
-			continue
-		case '"':
-			isKey := top == '}' && (state == 2 || state == 4)
-			if !isKey && !(len(stack) == 0 || state == 5 || (state == 0 && top == ']')) {
-				s.pos = pos
-				s.fail("unexpected string")
-			}
-			j, _, msg := stringEnd(src, pos)
-			if j < 0 {
-				s.pos = pos
-				s.fail(msg)
-			}
-			pos = j
-			if isKey {
-				state = 3
-			} else {
-				state = 1
-			}
-			continue
-		case '{', '[':
-			if !(len(stack) == 0 || state == 5 || (state == 0 && top == ']')) {
-				s.pos = pos
-				s.fail("unexpected '" + string(c) + "'")
-			}
-			if c == '{' {
-				top = '}'
-				state = 2
-			} else {
-				top = ']'
-				state = 0
-			}
-			stack = append(stack, top)
-			pos++
-			if len(stack) > maxDepth*8 {
+	s.stack = s.stack[:0]
+	var top byte // closer of the innermost open bracket, 0 outside any
+	var c byte
+	var inKey bool
+	var j int
+value: // a value starts at pos
+	if pos >= n {
+		s.pos = pos
+		s.failShort("unexpected end of input")
+	}
+	c = src[pos]
+	if c == '"' {
+		inKey = false
+		goto str
+	}
+	if c == '{' || c == '[' {
+		if top != 0 {
+			s.stack = append(s.stack, top)
+			if len(s.stack) >= maxDepth*8 {
 				s.pos = pos
 				s.fail("nesting too deep")
 			}
-			continue
-		case '}', ']':
-			if top != c || !(state == 1 || (state == 0 && c == ']') || (state == 2 && c == '}')) {
-				s.pos = pos
-				s.fail("unexpected '" + string(c) + "'")
-			}
-			stack = stack[:len(stack)-1]
-			pos++
-			state = 1
-			if len(stack) == 0 {
-				s.stack = stack
-				s.pos = pos
-				return
-			}
-			top = stack[len(stack)-1]
-			continue
-		case ',':
-			if state != 1 {
-				s.pos = pos
-				s.fail("unexpected ','")
-			}
-			pos++
-			if top == '}' {
-				state = 4
-			} else {
-				state = 5
-			}
-			continue
-		case ':':
-			if state != 3 {
-				s.pos = pos
-				s.fail("unexpected ':'")
-			}
-			pos++
-			state = 5
-			continue
 		}
-		if !(state == 5 || (state == 0 && top == ']')) {
-			s.pos = pos
-			s.fail("unexpected value")
+		top = c + 2 // '}' and ']'
+		pos = skipWS(src, pos+1)
+		if pos < n && src[pos] == top {
+			pos++
+			goto closed
 		}
-		s.pos = pos
-		s.skip()
-		pos = s.pos
-		state = 1
+		if top == ']' {
+			goto value
+		}
+		goto key
 	}
 	s.pos = pos
-	s.fail("unexpected end of input")
+	s.scalar(c)
+	src = s.src
+	n = len(src)
+	pos = s.pos
+after: // a value ended at pos
+	if top == 0 {
+		s.pos = pos
+		return
+	}
+	pos = skipWS(src, pos)
+	if pos >= n {
+		s.pos = pos
+		s.failShort("unexpected end of input")
+	}
+	c = src[pos]
+	if c == ',' {
+		pos = skipWS(src, pos+1)
+		if top == ']' {
+			goto value
+		}
+		goto key
+	}
+	if c != top {
+		s.pos = pos
+		s.fail("unexpected '" + string(c) + "'")
+	}
+	pos++
+closed: // the innermost bracket was closed just before pos
+	top = 0
+	if k := len(s.stack); k > 0 {
+		top = s.stack[k-1]
+		s.stack = s.stack[:k-1]
+	}
+	goto after
+key: // an object key starts at pos
+	if pos >= n {
+		s.pos = pos
+		s.failShort("unexpected end of input")
+	}
+	if src[pos] != '"' {
+		s.pos = pos
+		s.fail("expected string")
+	}
+	inKey = true
+str: // a string starts at pos; inKey says whether it is a key
+	// stringEnd, inlined for strings without escapes: most of the bytes of an object are in
+	// its strings.
+	j = pos + 1
+	for j+8 <= n {
+		if m := specialBytes(load64(src, j)); m != 0 {
+			j += bits.TrailingZeros64(m) >> 3
+			goto special
+		}
+		j += 8
+	}
+	for j < n && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
+		j++
+	}
+special:
+	if j < n && src[j] == '"' {
+		pos = j + 1
+	} else {
+		// escapes, errors, and the end of the input
+		s.pos = pos
+		s.skipString()
+		src = s.src
+		n = len(src)
+		pos = s.pos
+	}
+	if !inKey {
+		goto after
+	}
+	pos = skipWS(src, pos)
+	if pos >= n {
+		s.pos = pos
+		s.failShort("unexpected end of input")
+	}
+	if src[pos] != ':' {
+		s.pos = pos
+		s.fail("expected ':'")
+	}
+	pos = skipWS(src, pos+1)
+	goto value
+}
+
+// skipString skips the string at pos.
+func (s *scanner) skipString() {
+	s.pos, _ = s.stringAt(s.pos)
+}
+
+// scalar skips the literal or number at pos, which starts with c.
+func (s *scanner) scalar(c byte) {
+	switch {
+	case c == 't':
+		s.pos = s.literalAt(s.pos, "true")
+	case c == 'f':
+		s.pos = s.literalAt(s.pos, "false")
+	case c == 'n':
+		s.pos = s.literalAt(s.pos, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		s.pos = s.numberAt(s.pos)
+	default:
+		s.fail(fmt.Sprintf("invalid character %q", c))
+	}
+}
+
+// literalAt checks the literal l at src[i] and returns the index after it.
+func (s *scanner) literalAt(i int, l string) int {
+	src := s.src
+	if len(src)-i < len(l) {
+		s.pos = i
+		if string(src[i:]) == l[:len(src)-i] {
+			s.failShort("invalid literal")
+		}
+		s.fail("invalid literal")
+	}
+	if string(src[i:i+len(l)]) != l {
+		s.pos = i
+		s.fail("invalid literal")
+	}
+	return i + len(l)
+}
+
+// numberAt checks the number at src[i] and returns the index after it. What
+// follows the number is checked by the caller (a ',' or a closing bracket).
+func (s *scanner) numberAt(i int) int {
+	src := s.src
+	n := len(src)
+	start := i
+	if i < n && src[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= n:
+		s.pos = start
+		s.failShort("invalid number")
+	case src[i] == '0':
+		i++
+	case src[i] >= '1' && src[i] <= '9':
+		i++
+		for i < n && src[i] >= '0' && src[i] <= '9' {
+			i++
+		}
+	default:
+		s.pos = start
+		s.fail("invalid number")
+	}
+	if i < n && src[i] == '.' {
+		i++
+		d := i
+		for i < n && src[i] >= '0' && src[i] <= '9' {
+			i++
+		}
+		if i == d {
+			s.pos = start
+			if i >= n {
+				s.failShort("invalid number")
+			}
+			s.fail("invalid number")
+		}
+	}
+	if i < n && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		if i < n && (src[i] == '+' || src[i] == '-') {
+			i++
+		}
+		d := i
+		for i < n && src[i] >= '0' && src[i] <= '9' {
+			i++
+		}
+		if i == d {
+			s.pos = start
+			if i >= n {
+				s.failShort("invalid number")
+			}
+			s.fail("invalid number")
+		}
+	}
+	return i
 }
 
 // appendQuoted appends the JSON encoding of v.
 func appendQuoted(dst []byte, v string) []byte {
-	dst = append(dst, '"')
+	return append(appendEscaped(append(dst, '"'), v), '"')
+}
+
+// escaped marks the bytes that appendEscaped cannot copy as they are: quotes, backslashes,
+// control characters and non-ASCII bytes (checked for valid UTF-8).
+var escaped = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf
+	}
+	return t
+}()
+
+// appendEscaped appends the JSON encoding of v without its quotes.
+func appendEscaped(dst []byte, v string) []byte {
+	plain := true
+	for i := 0; i < len(v); i++ {
+		if escaped[v[i]] {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return append(dst, v...)
+	}
 	start := 0
 	for i := 0; i < len(v); {
 		c := v[i]
@@ -422,6 +528,13 @@ func appendQuoted(dst []byte, v string) []byte {
 		i++
 		start = i
 	}
-	dst = append(dst, v[start:]...)
-	return append(dst, '"')
+	return append(dst, v[start:]...)
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\n', '\t', '\r', ':':
+		return true
+	}
+	return false
 }

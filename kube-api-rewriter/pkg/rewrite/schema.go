@@ -1,6 +1,9 @@
 package rewrite
 
-import "maps"
+import (
+	"maps"
+	"slices"
+)
 
 // This file describes where names live in Kubernetes objects. Only places that
 // can hold a renamed name are described; everything else is copied verbatim.
@@ -259,7 +262,37 @@ func buildSchemas() *schemas {
 	})
 	s.event = obj(map[string]*node{"object": top})
 	s.jsonPatchOp = nil
+	seen := map[*node]bool{}
+	for _, n := range s.byKind {
+		index(n, seen)
+	}
+	for _, n := range []*node{s.generic, s.items, s.metadata, s.event} {
+		index(n, seen)
+	}
 	return s
+}
+
+// index fills names and kids of the object nodes reachable from n, once the schemas are built.
+func index(n *node, seen map[*node]bool) {
+	if n == nil || seen[n] {
+		return
+	}
+	seen[n] = true
+	for _, k := range []string{n.pGroup, n.pGroups, n.pKey, n.pKind, n.pRes} {
+		if k != "" && !slices.Contains(n.pkeys, k) {
+			n.pkeys = append(n.pkeys, k)
+		}
+	}
+	if n.kind == kObject && len(n.fields) <= 16 {
+		for _, k := range slices.Sorted(maps.Keys(n.fields)) {
+			n.names = append(n.names, k)
+			n.kids = append(n.kids, n.fields[k])
+		}
+	}
+	for _, c := range n.fields {
+		index(c, seen)
+	}
+	index(n.elem, seen)
 }
 
 func groupFieldNode(f string) *node {

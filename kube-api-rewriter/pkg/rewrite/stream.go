@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
+	"sync"
 )
 
 // ObjectStream rewrites one JSON document read from src and writes it to dst
@@ -14,7 +16,14 @@ import (
 // the first read, write or syntax error; on a syntax error part of the output
 // may already be written.
 func (rw *Rewriter) ObjectStream(d Direction, dst io.Writer, src io.Reader, t Target) error {
-	sr := &streamReader{r: src, buf: make([]byte, 0, 64<<10)}
+	bp := streamBufs.Get().(*[]byte)
+	sr := &streamReader{r: src, buf: (*bp)[:0]}
+	defer func() {
+		if cap(sr.buf) <= maxPooledStreamBuf {
+			*bp = sr.buf[:0]
+			streamBufs.Put(bp)
+		}
+	}()
 	if err := sr.skipWS(); err != nil {
 		return err
 	}
@@ -79,12 +88,31 @@ func (rw *Rewriter) ObjectStream(d Direction, dst io.Writer, src io.Reader, t Ta
 		}
 		if c, err := sr.peek(); err == nil && isItems && c == '[' && !sawItems {
 			sawItems = true
-			sr.pos++
 			// header: everything before items
-			hdr, g, k, has, err := rw.streamPart(d, pre, t.Group, t.Kind, t.Kind != "")
+			hdr, g, k, has, own, err := rw.streamPart(d, pre, t.Group, t.Kind, t.Kind != "")
 			if err != nil {
 				return err
 			}
+			if own && k != "" && !strings.HasSuffix(k, "List") {
+				// Not a list (the walker leaves the items of other kinds alone): the document is
+				// rewritten whole, as Object does.
+				doc := append([]byte{'{'}, pre...)
+				if len(pre) > 0 {
+					doc = append(doc, ',')
+				}
+				doc = append(append(doc, keyCopy...), ':')
+				rest, err := io.ReadAll(io.MultiReader(bytes.NewReader(sr.buf[sr.pos:]), src))
+				if err != nil {
+					return err
+				}
+				o, err := rw.Object(d, append(doc, rest...), t)
+				if err != nil {
+					return err
+				}
+				_, err = dst.Write(o)
+				return err
+			}
+			sr.pos++
 			lg, lk, lhas = g, k, has
 			out = append(out[:0], '{')
 			out = append(out, hdr...)
@@ -130,7 +158,7 @@ func (rw *Rewriter) ObjectStream(d Direction, dst io.Writer, src io.Reader, t Ta
 		_, err = dst.Write(o)
 		return err
 	}
-	tail, _, _, _, err := rw.streamPart(d, post, lg, lk, lhas)
+	tail, _, _, _, _, err := rw.streamPart(d, post, lg, lk, lhas)
 	if err != nil {
 		return err
 	}
@@ -145,20 +173,31 @@ func (rw *Rewriter) ObjectStream(d Direction, dst io.Writer, src io.Reader, t Ta
 }
 
 // streamPart rewrites the pairs of a list outside its items and returns them
-// without braces, with the list's group and kind.
-func (rw *Rewriter) streamPart(d Direction, pairs []byte, g, k string, has bool) (out []byte, group, kind string, hasGroup bool, err error) {
+// without braces, with the list's group and kind, and whether the pairs named the kind.
+func (rw *Rewriter) streamPart(d Direction, pairs []byte, g, k string, has bool) (out []byte, group, kind string, hasGroup, ownKind bool, err error) {
 	src := append(append([]byte{'{'}, pairs...), '}')
-	var sc *scope
 	o, err := rw.run(d, nil, src, Target{}, func(w *walker) {
 		w.ws()
 		w.top(g, k, has)
-		sc = w.lastTop
+		// The scope goes back to the pool with the walker; its names alias src, which is ours.
+		group, kind, hasGroup, ownKind = w.lastTop.group, w.lastTop.kind, w.lastTop.hasGroup, w.lastTop.ownKind
 	})
 	if err != nil {
-		return nil, "", "", false, err
+		return nil, "", "", false, false, err
 	}
-	return o[1 : len(o)-1], sc.group, sc.kind, sc.hasGroup, nil
+	return o[1 : len(o)-1], group, kind, hasGroup, ownKind, nil
 }
+
+// streamAhead is how much of the input streamItems keeps buffered ahead of the item it walks:
+// an item is walked where it lies in the buffer, in one pass, unless it runs past the end of
+// what is buffered; that item is then walked again once it is complete.
+var streamAhead = 32 << 10
+
+// streamBufs holds the read buffers of ObjectStream.
+var streamBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*streamAhead); return &b }}
+
+// maxPooledStreamBuf keeps a buffer grown for one huge item out of the pool.
+const maxPooledStreamBuf = 1 << 20
 
 func (rw *Rewriter) streamItems(d Direction, dst io.Writer, sr *streamReader, g, k string, has bool) error {
 	kind := ""
@@ -176,12 +215,24 @@ func (rw *Rewriter) streamItems(d Direction, dst io.Writer, sr *streamReader, g,
 		sr.pos++
 		return nil
 	}
+	hidden := false
+	walkItem := func(w *walker) {
+		w.ws()
+		if w.peek() != '{' {
+			w.skip()
+			return
+		}
+		sc := w.push()
+		sc.element = true
+		w.top(g, kind, has && kind != "")
+		w.pop()
+		hidden = sc.hide && d == Restore
+	}
 	for {
 		if err := sr.skipWS(); err != nil {
 			return err
 		}
-		item, err := sr.next()
-		if err != nil {
+		if err := sr.ahead(streamAhead); err != nil {
 			return err
 		}
 		out = out[:0]
@@ -189,22 +240,25 @@ func (rw *Rewriter) streamItems(d Direction, dst io.Writer, sr *streamReader, g,
 			out = append(out, ',')
 		}
 		const mark = 0
-		hidden := false
-		out, err = rw.run(d, out, item, Target{}, func(w *walker) {
-			w.ws()
-			if w.peek() != '{' {
-				w.skip()
-				return
+		hidden = false
+		o, n, short, err := rw.walkPrefix(d, out, sr.buf[sr.pos:], !sr.eof, walkItem)
+		if short {
+			// The item runs past what is buffered: read up to its end, then walk it whole.
+			item, err := sr.next()
+			if err != nil {
+				return err
 			}
-			sc := &scope{element: true}
-			w.push(sc)
-			w.top(g, kind, has && kind != "")
-			w.pop()
-			hidden = sc.hide && d == Restore
-		})
-		if err != nil {
+			hidden = false
+			o, err = rw.run(d, out, item, Target{}, walkItem)
+			if err != nil {
+				return err
+			}
+		} else if err != nil {
 			return err
+		} else {
+			sr.pos += n
 		}
+		out = o
 		if hidden {
 			out = out[:mark]
 		} else {
@@ -231,6 +285,35 @@ func (rw *Rewriter) streamItems(d Direction, dst io.Writer, sr *streamReader, g,
 			return &SyntaxError{Offset: sr.off + sr.pos - 1, Msg: "expected ',' or ']'"}
 		}
 	}
+}
+
+// walkPrefix walks the value at the start of src with fn, appending its rewritten form to dst,
+// and returns how many bytes of src it took. When more input may follow src (more), a value that
+// runs up to the end of src may not be complete: short asks the caller to read on and walk it
+// again.
+func (rw *Rewriter) walkPrefix(d Direction, dst, src []byte, more bool, fn func(w *walker)) (out []byte, n int, short bool, err error) {
+	w := rw.walkers.Get().(*walker)
+	w.reset(rw, d, src, dst, Target{})
+	defer func() {
+		if p := recover(); p != nil {
+			se, ok := p.(scanError)
+			if !ok {
+				panic(p)
+			}
+			out, n, short, err = nil, 0, se.short && more, se.err
+			if short {
+				err = nil
+			}
+		}
+		w.release()
+		rw.walkers.Put(w)
+	}()
+	fn(w)
+	if more && w.pos == len(src) && w.pos > 0 && src[w.pos-1] >= '0' && src[w.pos-1] <= '9' {
+		return nil, 0, true, nil // a number may go on in the next bytes
+	}
+	w.flushTo(w.pos)
+	return w.out, w.pos, false, nil
 }
 
 // streamReader reads JSON values from an io.Reader one at a time.
@@ -276,6 +359,16 @@ func (s *streamReader) fill() error {
 		}
 		if n == 0 {
 			return io.EOF
+		}
+	}
+	return nil
+}
+
+// ahead reads until n bytes are buffered past pos, or the input ends.
+func (s *streamReader) ahead(n int) error {
+	for !s.eof && len(s.buf)-s.pos < n {
+		if err := s.fill(); err != nil && err != io.EOF {
+			return err
 		}
 	}
 	return nil

@@ -10,10 +10,15 @@ import (
 type node struct {
 	kind   nodeKind
 	fields map[string]*node // kObject
-	elem   *node            // kArray, kMap
-	role   role             // kString (and kMap keys)
-	labels bool             // kMap: values are label values of the key
-	filter bool             // kArray: elements may be hidden (dropped)
+	// names and kids are fields as two slices (see index): looking a key up among a few names
+	// by length and bytes is cheaper than a map lookup, and the walker does it for every key.
+	names  []string
+	kids   []*node
+	pkeys  []string // the distinct sibling fields among pGroup, pGroups, pKey, pKind, pRes
+	elem   *node    // kArray, kMap
+	role   role     // kString (and kMap keys)
+	labels bool     // kMap: values are label values of the key
+	filter bool     // kArray: elements may be hidden (dropped)
 	// prescan: sibling fields read before walking a kObject
 	pGroup, pKey, pKind, pRes string
 	pGroups                   string // string array of groups (RBAC apiGroups)
@@ -78,6 +83,7 @@ type scope struct {
 	kindWait  bool
 	ctxGroup  string
 	hide      bool
+	ownKind   bool // the object names its kind itself
 	element   bool // an element of a filtering array
 	schema    *node
 }
@@ -89,12 +95,112 @@ type walker struct {
 	scopes  []*scope
 	target  Target
 	lastTop *scope
+
+	// Walkers are pooled (Rewriter.walkers), and what a walk needs per object comes from
+	// these, so that a list item or a watch event allocates nothing of its own.
+	scopeArena []*scope // scopeArena[i] is reused for the scope at depth i
+	sibs       []*sib   // prescan results, a stack that follows object nesting
+	nsib       int
+	keys       [2]map[string]keyResult // memo of metadata key rewrites, by direction
 }
+
+// keyResult is the memo of one metadata key (a label, annotation or finalizer key): what it is
+// rewritten to, and whether the values of the label are rewritten too.
+type keyResult struct {
+	to          string
+	quoted      []byte // to as a JSON string token, when changed
+	changed     bool
+	valueRules  bool
+	valueRulesK string // the original key the value rules are looked up by
+}
+
+// maxKeyMemo bounds the memo: keys are few in practice, but they come from the cluster.
+const maxKeyMemo = 2048
 
 func (w *walker) scope() *scope { return w.scopes[len(w.scopes)-1] }
 
-func (w *walker) push(sc *scope) { w.scopes = append(w.scopes, sc) }
-func (w *walker) pop()           { w.scopes = w.scopes[:len(w.scopes)-1] }
+// push opens a scope at the next depth, reusing the arena's, and returns it zeroed.
+func (w *walker) push() *scope {
+	d := len(w.scopes)
+	if d == len(w.scopeArena) {
+		w.scopeArena = append(w.scopeArena, &scope{})
+	}
+	sc := w.scopeArena[d]
+	*sc = scope{}
+	w.scopes = append(w.scopes, sc)
+	return sc
+}
+
+// pop closes the innermost scope. It stays readable until the next push.
+func (w *walker) pop() { w.scopes = w.scopes[:len(w.scopes)-1] }
+
+// reset prepares a pooled walker for a walk of src.
+func (w *walker) reset(rw *Rewriter, d Direction, src, dst []byte, t Target) {
+	w.rw, w.dir, w.target, w.lastTop = rw, d, t, nil
+	w.src, w.pos, w.out, w.flushed, w.depth = src, 0, dst, 0, 0
+	w.scopes = w.scopes[:0]
+	w.nsib = 0
+	w.push() // the root scope
+}
+
+// release drops what the walker holds of the walk's input and output before it goes back to
+// the pool: the scopes and sibling values alias the input.
+func (w *walker) release() {
+	for _, sc := range w.scopeArena {
+		*sc = scope{}
+	}
+	for _, sb := range w.sibs {
+		*sb = sib{groups: sb.groups[:0]}
+		clear(sb.groups[:cap(sb.groups)])
+	}
+	w.src, w.out, w.scopes, w.lastTop = nil, nil, w.scopes[:0], nil
+}
+
+// metaKey rewrites a metadata key through the memo.
+func (w *walker) metaKey(key string) keyResult {
+	m := w.keys[w.dir]
+	if r, ok := m[key]; ok {
+		return r
+	}
+	rl := w.rw.rules
+	var r keyResult
+	orig := key
+	if w.dir == Rename {
+		r.to, r.changed = rl.RenameKey(key)
+	} else if r.to, r.changed = rl.RestoreKey(key); r.changed {
+		orig = r.to
+	}
+	if r.valueRules = rl.HasValueRules(orig); r.valueRules {
+		r.valueRulesK = orig
+	}
+	if m == nil || len(m) >= maxKeyMemo {
+		m = make(map[string]keyResult, 64)
+		w.keys[w.dir] = m
+	}
+	// The key may alias the input: the memo keeps its own copy, and so do its values.
+	key = strings.Clone(key)
+	if !r.changed {
+		r.to = key
+	} else {
+		r.quoted = appendQuoted(nil, r.to)
+	}
+	if r.valueRules {
+		r.valueRulesK = strings.Clone(r.valueRulesK)
+	}
+	m[key] = r
+	return r
+}
+
+// newSib returns a zeroed sibling record from the stack; object releases it.
+func (w *walker) newSib() *sib {
+	if w.nsib == len(w.sibs) {
+		w.sibs = append(w.sibs, &sib{})
+	}
+	sb := w.sibs[w.nsib]
+	w.nsib++
+	*sb = sib{groups: sb.groups[:0]}
+	return sb
+}
 
 // value walks the value at pos according to n.
 func (w *walker) value(n *node, sb *sib) {
@@ -176,7 +282,13 @@ func (w *walker) eachKey(fn func(ks, ke int, key string)) {
 }
 
 func lookupField(n *node, key string) *node {
-	if c, ok := n.fields[key]; ok {
+	if n.names != nil {
+		for i, name := range n.names {
+			if len(name) == len(key) && name == key {
+				return n.kids[i]
+			}
+		}
+	} else if c, ok := n.fields[key]; ok {
 		return c
 	}
 	// strategic merge patch directives on lists
@@ -192,73 +304,128 @@ func lookupField(n *node, key string) *node {
 }
 
 func (w *walker) object(n *node, parent *sib) {
-	sb := parent
-	if n.pGroup != "" || n.pKey != "" || n.pKind != "" || n.pRes != "" || n.pGroups != "" {
-		sb = w.prescan(n)
+	if len(n.pkeys) == 0 {
+		sb := parent
+		if n.pGroup != "" || n.pKey != "" || n.pKind != "" || n.pRes != "" || n.pGroups != "" {
+			sb = w.prescan(n) // a node index did not reach: read ahead first
+		}
+		w.eachKey(func(_, _ int, key string) {
+			w.value(lookupField(n, key), sb)
+		})
+		if sb != parent {
+			w.nsib--
+		}
+		return
 	}
+	// The sibling values (the group a kind belongs to, the key of label values) are read as
+	// their keys go by: the apiserver writes them first (apiVersion before kind, key before
+	// values). Only a value that needs them and comes before them makes the walker read the
+	// object ahead (prescan). With a key given twice, the value read so far is the one used.
+	start, startDepth := w.pos, w.depth
+	sb := w.newSib()
+	var seen uint8
+	complete := false
 	w.eachKey(func(_, _ int, key string) {
-		w.value(lookupField(n, key), sb)
-	})
-}
-
-// prescan reads the sibling fields of the object at pos without consuming it.
-func (w *walker) prescan(n *node) *sib {
-	sb := &sib{}
-	save := w.pos
-	saveDepth := w.depth
-	w.eachKey(func(_, _ int, key string) {
-		w.ws()
-		switch {
-		case key == n.pGroup && n.pGroup != "":
-			if w.peek() == '"' {
-				_, _, v := w.str()
-				if n.pGroup == "apiVersion" {
-					v, _ = splitGV(v)
-				}
-				sb.group, sb.hasGroup = strings.Clone(v), true
-				return
-			}
-		case key == n.pGroups && n.pGroups != "":
-			if w.peek() == '[' {
-				sb.hasGroups = true
-				w.eachElem(func() {
+		child := lookupField(n, key)
+		if !complete {
+			for i, k := range n.pkeys {
+				if k == key {
 					w.ws()
-					if w.peek() == '"' {
-						_, _, v := w.str()
-						sb.groups = append(sb.groups, strings.Clone(v))
-						return
+					save := w.pos
+					if w.prescanValue(n, sb, key) {
+						w.pos = save
 					}
-					w.skip()
-				})
-				return
+					seen |= 1 << i
+					complete = int(seen) == 1<<len(n.pkeys)-1
+					break
+				}
 			}
-		case key == n.pKey && n.pKey != "":
-			if w.peek() == '"' {
-				_, _, v := w.str()
-				sb.key, sb.hasKey = strings.Clone(v), true
-				return
-			}
-		case key == n.pKind && n.pKind != "":
-			if w.peek() == '"' {
-				_, _, v := w.str()
-				sb.kind = strings.Clone(v)
-				return
-			}
-		case key == n.pRes && n.pRes != "":
-			if w.peek() == '"' {
-				_, _, v := w.str()
-				sb.res = strings.Clone(v)
-				return
+			if !complete && child != nil {
+				save, saveDepth := w.pos, w.depth
+				w.pos, w.depth = start, startDepth
+				w.prescanInto(n, sb)
+				w.pos, w.depth = save, saveDepth
+				complete = true
 			}
 		}
-		w.skip()
+		w.value(child, sb)
 	})
-	w.pos = save
-	w.depth = saveDepth
+	w.nsib--
+}
+
+// prescan reads the sibling fields of the object at pos without consuming it. The values alias
+// the input.
+func (w *walker) prescan(n *node) *sib {
+	sb := w.newSib()
+	save, saveDepth := w.pos, w.depth
+	w.prescanInto(n, sb)
+	w.pos, w.depth = save, saveDepth
+	return sb
+}
+
+// prescanInto reads the sibling fields of the object at pos into sb, from scratch.
+func (w *walker) prescanInto(n *node, sb *sib) {
+	*sb = sib{groups: sb.groups[:0]}
+	w.eachKey(func(_, _ int, key string) {
+		w.ws()
+		if !w.prescanValue(n, sb, key) {
+			w.skip()
+		}
+	})
 	if !sb.hasGroup && n.pGroup == "apiVersion" {
 		sb.hasGroup = true // no apiVersion: core group
 	}
-	return sb
+}
+
+// prescanValue reads the value at pos of the sibling field key into sb, and reports whether it
+// did (a value of another type is left for the caller).
+func (w *walker) prescanValue(n *node, sb *sib, key string) bool {
+	switch {
+	case key == n.pGroup && key != "":
+		if w.peek() == '"' {
+			_, _, v := w.str()
+			if n.pGroup == "apiVersion" {
+				v, _ = splitGV(v)
+			}
+			sb.group, sb.hasGroup = v, true
+			return true
+		}
+	case key == n.pGroups && key != "":
+		if w.peek() == '[' {
+			sb.hasGroups = true
+			depth := w.depth
+			w.eachElem(func() {
+				w.ws()
+				if w.peek() == '"' {
+					_, _, v := w.str()
+					sb.groups = append(sb.groups, v)
+					return
+				}
+				w.skip()
+			})
+			w.depth = depth
+			return true
+		}
+	case key == n.pKey && key != "":
+		if w.peek() == '"' {
+			_, _, v := w.str()
+			sb.key, sb.hasKey = v, true
+			return true
+		}
+	case key == n.pKind && key != "":
+		if w.peek() == '"' {
+			_, _, v := w.str()
+			sb.kind = v
+			return true
+		}
+	case key == n.pRes && key != "":
+		if w.peek() == '"' {
+			_, _, v := w.str()
+			sb.res = v
+			return true
+		}
+	}
+	return false
 }
 
 func (w *walker) eachElem(fn func()) {
@@ -310,8 +477,8 @@ func (w *walker) array(n *node, sb *sib) {
 		if kept > 0 {
 			w.out = append(w.out, ',')
 		}
-		sc := &scope{element: true}
-		w.push(sc)
+		sc := w.push()
+		sc.element = true
 		w.value(n.elem, sb)
 		w.pop()
 		w.flushTo(w.pos)
@@ -339,25 +506,22 @@ func (w *walker) array(n *node, sb *sib) {
 // mapValue walks a map whose keys are label/annotation keys.
 func (w *walker) mapValue(n *node) {
 	w.eachKey(func(ks, ke int, key string) {
-		orig := key
+		valueRules := false
 		if n.role == rMetaKey {
-			var nk string
-			var ok bool
-			if w.dir == Rename {
-				nk, ok = w.rw.rules.RenameKey(key)
-			} else {
-				nk, ok = w.rw.rules.RestoreKey(key)
-				if ok {
-					orig = nk
-				}
+			r := w.metaKey(key)
+			if r.changed {
+				w.replaceRaw(ks, ke, r.quoted)
 			}
-			if ok {
-				w.replaceString(ks, ke, nk)
-			}
+			valueRules = r.valueRules
+		} else {
+			valueRules = w.rw.rules.HasValueRules(key)
 		}
-		if n.labels && w.rw.rules.HasValueRules(orig) {
+		if n.labels && valueRules {
 			w.ws()
-			w.value(n.elem, &sib{key: key, hasKey: true})
+			sb := w.newSib()
+			sb.key, sb.hasKey = key, true
+			w.value(n.elem, sb)
+			w.nsib--
 			return
 		}
 		w.ws()
@@ -368,9 +532,9 @@ func (w *walker) mapValue(n *node) {
 // top walks a Kubernetes object. inhGroup/inhKind come from an enclosing list
 // or the request target and are used when the object has no apiVersion/kind.
 func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
-	sc := &scope{group: inhGroup, hasGroup: hasInh, kind: inhKind, hasKind: hasInh && inhKind != ""}
 	parent := w.scope()
-	w.push(sc)
+	sc := w.push()
+	sc.group, sc.hasGroup, sc.kind, sc.hasKind = inhGroup, hasInh, inhKind, hasInh && inhKind != ""
 	ownGroup, ownKind := false, false
 	w.eachKey(func(ks, ke int, key string) {
 		w.ws()
@@ -381,9 +545,9 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			}
 			s, e, v := w.str()
 			g, ver := splitGV(v)
-			sc.group, sc.hasGroup, ownGroup = strings.Clone(g), true, true
+			sc.group, sc.hasGroup, ownGroup = g, true, true
 			if ng, ok := w.rw.group(w.dir, g); ok {
-				w.replaceString(s, e, joinGV(ng, ver))
+				w.replaceGV(s, e, ng, ver)
 			}
 			if sc.kindWait {
 				w.spliceKind(sc)
@@ -394,7 +558,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 				break
 			}
 			s, e, v := w.str()
-			sc.kind, sc.hasKind, sc.schema, ownKind = strings.Clone(v), true, nil, true
+			sc.kind, sc.hasKind, sc.schema, ownKind, sc.ownKind = v, true, nil, true, true
 			if ownGroup {
 				if nk, ok := w.rw.kind(w.dir, sc.group, v); ok {
 					w.replaceString(s, e, nk)
@@ -459,6 +623,18 @@ func splitGV(gv string) (string, string) {
 	return "", gv
 }
 
+// replaceGV replaces the string token src[start:end] by joinGV(g, v).
+func (w *walker) replaceGV(start, end int, g, v string) {
+	if g == "" {
+		w.replaceString(start, end, v)
+		return
+	}
+	w.flushTo(start)
+	w.out = append(appendEscaped(append(w.out, '"'), g), '/')
+	w.out = append(appendEscaped(w.out, v), '"')
+	w.flushed = end
+}
+
 func joinGV(g, v string) string {
 	if g == "" {
 		return v
@@ -469,6 +645,15 @@ func joinGV(g, v string) string {
 // stringValue rewrites one string according to its role.
 func (w *walker) stringValue(r role, sb *sib, n *node) {
 	s, e, v := w.str()
+	if r == rAPIVersion {
+		// the most frequent rewrite of all (owner references, managed fields), without
+		// building the new string
+		g, ver := splitGV(v)
+		if ng, ok := w.rw.group(w.dir, g); ok {
+			w.replaceGV(s, e, ng, ver)
+		}
+		return
+	}
 	nv, ok := w.rewriteString(r, v, sb, n)
 	if ok {
 		w.replaceString(s, e, nv)
@@ -493,6 +678,12 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 	d := w.dir
 	switch r {
 	case rMetaKey:
+		if w.keys[d] != nil {
+			if r := w.metaKey(v); r.changed {
+				return r.to, true
+			}
+			return v, false
+		}
 		if d == Rename {
 			return rl.RenameKey(v)
 		}
@@ -502,6 +693,17 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 			return v, false
 		}
 		key := sb.key
+		if w.keys[d] != nil {
+			// the memo knows whether the key has value rules, and its original name
+			r := w.metaKey(key)
+			if !r.valueRules {
+				return v, false
+			}
+			if d == Restore {
+				return rl.RestoreLabelValue(r.valueRulesK, v)
+			}
+			return rl.RenameLabelValue(r.valueRulesK, v)
+		}
 		if d == Restore {
 			key, _ = rl.RestoreKey(key)
 			return rl.RestoreLabelValue(key, v)

@@ -237,24 +237,154 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	return nil
 }
 
-// restoreStream restores a response document as it arrives, list items one at a time.
+// restoreStream restores a response document. Answers up to inMemoryLimit (nearly all of them)
+// are read whole and restored in one walk when the client first reads; larger ones are restored
+// as they arrive, list items one at a time, so that memory stays bounded whatever their size.
 func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) io.ReadCloser {
+	return &documentBody{t: t, upstream: body, target: target}
+}
+
+// inMemoryLimit is the largest response restored in one piece. The in-memory walk costs what the
+// streamed one costs, but needs no goroutine, pipe or read-ahead.
+const inMemoryLimit = 1 << 20
+
+// bufPool holds the buffers of in-memory restores: reading a response into a fresh, growing slice
+// and allocating its output cost as much as rewriting it.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, inMemoryLimit+64<<10); return &b }}
+
+// documentBody is the restored body of a document. There is no goroutine between the upstream
+// and the client for a document restored in memory: the first Read reads and restores it, the
+// following ones copy it out.
+type documentBody struct {
+	t        *RoundTripper
+	upstream io.ReadCloser
+	target   rewrite.Target
+
+	started   bool
+	inp, outp *[]byte // pooled, until the document has been handed out
+	out       []byte  // the restored document: out[opos:] is still to be read
+	opos      int
+	err       error         // after out: io.EOF, or why the document could not be restored
+	stream    *restoredBody // a large document, restored by a goroutine through a pipe
+	closed    atomic.Bool
+}
+
+func (b *documentBody) Read(p []byte) (int, error) {
+	if !b.started {
+		b.started = true
+		b.load()
+	}
+	if b.stream != nil {
+		return b.stream.Read(p)
+	}
+	if b.opos < len(b.out) {
+		n := copy(p, b.out[b.opos:])
+		b.opos += n
+		return n, nil
+	}
+	b.release()
+	return 0, b.err
+}
+
+// load reads the document and restores it in memory, or hands over to restoreLarge when it is
+// larger than inMemoryLimit.
+func (b *documentBody) load() {
+	t := b.t
+	b.inp, b.outp = bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
+	head := (*b.inp)[:0]
+	for len(head) <= inMemoryLimit {
+		if cap(head)-len(head) < 32<<10 {
+			head = append(head, make([]byte, 64<<10)...)[:len(head)]
+		}
+		n, err := b.upstream.Read(head[len(head):cap(head)])
+		head = head[:len(head)+n]
+		if errors.Is(err, io.EOF) {
+			b.restore(head)
+			return
+		}
+		if err != nil {
+			b.fail(err)
+			return
+		}
+	}
+	*b.inp = head[:0]
+	b.stream = t.restoreLarge(head, b.upstream, b.target)
+}
+
+// restore restores a document read whole.
+func (b *documentBody) restore(doc []byte) {
+	t := b.t
+	b.err = io.EOF
+	if len(bytes.TrimSpace(doc)) == 0 {
+		if len(doc) > 0 {
+			b.fail(fmt.Errorf("restore response: %w", io.ErrUnexpectedEOF))
+			return
+		}
+		t.rewritten("object", rewrite.Restore) // an empty body (chunked, no document)
+		return
+	}
+	out, err := t.o.Rewriter.AppendObject(rewrite.Restore, (*b.outp)[:0], doc, b.target)
+	// Keep a buffer that had to grow, but never a nil one from an error.
+	if cap(out) > cap(*b.outp) && cap(out) <= 4*inMemoryLimit {
+		*b.outp = out[:0]
+	}
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	t.rewritten("object", rewrite.Restore)
+	t.addBytes("out", len(out))
+	b.out = out
+}
+
+// fail ends the body with err instead of a document; a document cut short is not a clean end.
+func (b *documentBody) fail(err error) {
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("restore response: %w", io.ErrUnexpectedEOF)
+	}
+	if !b.closed.Load() {
+		b.t.rewriteError("object", rewrite.Restore, err)
+	}
+	b.err = err
+}
+
+// release gives the buffers back once the document has been handed out.
+func (b *documentBody) release() {
+	if b.inp != nil {
+		bufPool.Put(b.inp)
+		bufPool.Put(b.outp)
+		b.inp, b.outp, b.out = nil, nil, nil
+	}
+}
+
+func (b *documentBody) Close() error {
+	b.closed.Store(true)
+	if b.stream != nil {
+		return b.stream.Close()
+	}
+	return b.upstream.Close()
+}
+
+// restoreLarge restores a document larger than inMemoryLimit as it arrives, list items one at a
+// time; head is what has been read of it.
+func (t *RoundTripper) restoreLarge(head []byte, body io.ReadCloser, target rewrite.Target) *restoredBody {
 	pr, pw := io.Pipe()
 	rb := &restoredBody{PipeReader: pr, upstream: body}
 	go func() {
 		defer body.Close()
 		cw := &countingWriter{w: pw}
-		cr := &countingReader{r: body}
-		err := t.restoreDocument(cw, cr, target)
+		// ObjectStream writes item by item; batching them saves a pipe hand-over, and with the
+		// reverse proxy's immediate flushing a chunk and a syscall, per list item.
+		bw := bufio.NewWriterSize(cw, 64<<10)
+		err := t.o.Rewriter.ObjectStream(rewrite.Restore, bw, io.MultiReader(bytes.NewReader(head), body), target)
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
 		t.addBytes("out", cw.n)
 		if errors.Is(err, io.EOF) {
-			if cr.n == 0 {
-				err = nil // an empty body (chunked, no document) has nothing to restore
-			} else {
-				// A document cut short: a bare EOF would end the client's read as if the body
-				// were complete.
-				err = fmt.Errorf("restore response: %w", io.ErrUnexpectedEOF)
-			}
+			// A document cut short: a bare EOF would end the client's read as if the body were
+			// complete.
+			err = fmt.Errorf("restore response: %w", io.ErrUnexpectedEOF)
 		}
 		switch {
 		case rb.closed.Load() || errors.Is(err, io.ErrClosedPipe):
@@ -269,110 +399,9 @@ func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) 
 	return rb
 }
 
-// inMemoryLimit is the largest response restored in one piece. Most answers are far smaller and
-// the in-memory walk is about twice as fast as the streamed one; larger lists stream, so memory
-// stays bounded whatever their size.
-const inMemoryLimit = 1 << 20
-
-// bufPool holds the buffers of in-memory restores: reading a response into a fresh, growing slice
-// and allocating its output cost as much as rewriting it.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, inMemoryLimit+64<<10); return &b }}
-
-// restoreDocument restores one response document from src to dst.
-func (t *RoundTripper) restoreDocument(dst io.Writer, src io.Reader, target rewrite.Target) error {
-	inp, outp := bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)
-	defer bufPool.Put(inp)
-	defer bufPool.Put(outp)
-	head := (*inp)[:0]
-	for len(head) <= inMemoryLimit {
-		if cap(head)-len(head) < 32<<10 {
-			head = append(head, make([]byte, 64<<10)...)[:len(head)]
-		}
-		n, err := src.Read(head[len(head):cap(head)])
-		head = head[:len(head)+n]
-		if errors.Is(err, io.EOF) {
-			if len(bytes.TrimSpace(head)) == 0 {
-				return io.EOF
-			}
-			out, err := t.o.Rewriter.AppendObject(rewrite.Restore, (*outp)[:0], head, target)
-			// Keep a buffer that had to grow, but never a nil one from an error.
-			if cap(out) > cap(*outp) && cap(out) <= 4*inMemoryLimit {
-				*outp = out[:0]
-			}
-			*inp = head[:0]
-			if err != nil {
-				return err
-			}
-			_, err = dst.Write(out)
-			return err
-		}
-		if err != nil {
-			return err
-		}
-	}
-	// ObjectStream writes item by item; batching them saves a pipe hand-over, and with the
-	// reverse proxy's immediate flushing a chunk and a syscall, per list item.
-	bw := bufio.NewWriterSize(dst, 64<<10)
-	err := t.o.Rewriter.ObjectStream(rewrite.Restore, bw, io.MultiReader(bytes.NewReader(head), src), target)
-	if ferr := bw.Flush(); err == nil {
-		err = ferr
-	}
-	return err
-}
-
-// restoreWatch restores a watch stream event by event; events about hidden objects are dropped.
-func (t *RoundTripper) restoreWatch(body io.ReadCloser, target rewrite.Target, resource string) io.ReadCloser {
-	pr, pw := io.Pipe()
-	if t.o.Metrics != nil {
-		t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Inc()
-	}
-	rb := &restoredBody{PipeReader: pr, upstream: body}
-	go func() {
-		defer body.Close()
-		if t.o.Metrics != nil {
-			defer t.o.Metrics.ActiveWatches.WithLabelValues(t.o.Listener, resource).Dec()
-		}
-		// A small buffer: an idle watch holds it for as long as it is open.
-		events := &eventReader{r: bufio.NewReaderSize(body, 4<<10)}
-		var buf []byte
-		for {
-			raw, err := events.next()
-			if err != nil {
-				switch {
-				case errors.Is(err, io.EOF) || rb.closed.Load():
-					err = nil
-				case errors.Is(err, errNotAnEvent):
-					t.rewriteError("watch_event", rewrite.Restore, err)
-				}
-				pw.CloseWithError(err)
-				return
-			}
-			out, drop, err := t.o.Rewriter.WatchEvent(rewrite.Restore, buf[:0], raw, target)
-			if err != nil {
-				t.rewriteError("watch_event", rewrite.Restore, err)
-				t.o.Log.Error("restore watch event", "err", err)
-				pw.CloseWithError(err)
-				return
-			}
-			t.rewritten("watch_event", rewrite.Restore)
-			buf = out
-			if drop {
-				continue
-			}
-			out = append(out, '\n')
-			t.addBytes("out", len(out))
-			if _, err := pw.Write(out); err != nil {
-				return
-			}
-		}
-	}()
-	return rb
-}
-
-// restoredBody is the body handed to the client. Closing it also closes the upstream body: a
-// client that stops a watch (client-go closes the body and keeps the request context) must not
-// leave the restoring goroutine, the upstream connection and the active-watches gauge waiting for
-// the next event, which may be minutes away.
+// restoredBody is the body of a large document restored by a goroutine. Closing it also closes
+// the upstream body, so that a client that goes away does not leave the goroutine and the upstream
+// connection behind.
 type restoredBody struct {
 	*io.PipeReader
 	upstream io.Closer
@@ -448,76 +477,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += n
 	return n, err
-}
-
-// countingReader counts what the upstream sent.
-type countingReader struct {
-	r io.Reader
-	n int
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += n
-	return n, err
-}
-
-var errNotAnEvent = errors.New("watch event is not a JSON object")
-
-// eventReader splits a watch stream into its events. It only finds where each top-level object
-// ends (strings, escapes and brackets); the rewriter's walker validates the event itself. A
-// json.Decoder would scan every event twice more, which was most of the cost of a watch.
-type eventReader struct {
-	r   *bufio.Reader
-	buf []byte
-}
-
-// next returns the next event, valid until the following call; io.EOF between events is the
-// clean end of the stream.
-func (e *eventReader) next() ([]byte, error) {
-	e.buf = e.buf[:0]
-	for {
-		c, err := e.r.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		if c == ' ' || c == '\n' || c == '\r' || c == '\t' {
-			continue
-		}
-		if c != '{' {
-			return nil, fmt.Errorf("%w: starts with %q", errNotAnEvent, c)
-		}
-		e.buf = append(e.buf, c)
-		break
-	}
-	depth, inString, escaped := 1, false, false
-	for depth > 0 {
-		c, err := e.r.ReadByte()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("watch event cut short: %w", io.ErrUnexpectedEOF)
-			}
-			return nil, err
-		}
-		e.buf = append(e.buf, c)
-		switch {
-		case inString:
-			if escaped {
-				escaped = false
-			} else if c == '\\' {
-				escaped = true
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return e.buf, nil
 }
 
 // openAPIRoundTrip serves the OpenAPI v3 index and group-version documents in the component's

@@ -229,7 +229,7 @@ func TestEventReader(t *testing.T) {
 		{"not an object", `{"a":1} [1]`, []string{`{"a":1}`}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			er := &eventReader{r: bufio.NewReader(strings.NewReader(tc.stream))}
+			er := newEventReader(strings.NewReader(tc.stream))
 			var got []string
 			var err error
 			for {
