@@ -54,21 +54,33 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) down
 
 .PHONY: run
-run: build cluster-up ## Start the local stack with kubevirt-core behind its rewriters, and create the example VM.
+run: build cluster-up ## Start the local stack: kubevirt-core behind its rewriters, a node, and the example VM running.
 	kc=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up 2>/dev/null); \
 	kubectl --kubeconfig "$$kc" apply --server-side -R -f crds/ >/dev/null; \
+	guest=$$(bash hack/guest/build.sh | tail -1); \
+	$(DEVCLUSTER) image-import tiny-guest "$$guest/disk.qcow2" >/dev/null; \
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up -core >/dev/null; \
 	kv=$$(dirname "$$kc")/kubevirt.kubeconfig; \
 	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
-	echo; echo "The stack is up, with virt-controller and virt-api each behind a kube-api-rewriter."; \
+	echo "Waiting for the example VM to run (it boots under TCG)..."; \
+	kubectl --kubeconfig "$$kv" wait vm/demo --for=jsonpath='{.status.printableStatus}'=Running --timeout=5m; \
+	kubectl --kubeconfig "$$kv" get vm,vmi -o wide; \
+	echo; echo "The stack is up: virt-controller, virt-api and virt-handler each behind a kube-api-rewriter,"; \
+	echo "a local node (node agent) running the launcher Pod, and the guest under QEMU."; \
 	echo "KubeVirt's names, through a rewriter:"; \
 	echo "  export KUBECONFIG=$$kv"; \
-	echo "  kubectl get vm,vmi,pods"; \
+	echo "  kubectl get vm,vmi,pods -o wide"; \
+	echo "  make console VM=demo        # the serial console (Ctrl+] leaves)"; \
 	echo "  echo '{}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/demo/stop -f -"; \
 	echo "What the cluster really holds:"; \
-	echo "  kubectl --kubeconfig $$kc get intvirt"; \
-	echo "No node runs pods yet, so the VM waits as ErrorUnschedulable (the node agent comes next)."; \
+	echo "  kubectl --kubeconfig $$kc get intvirt,pods -A"; \
 	echo "  make cluster-down   # to stop it all"
+
+.PHONY: console
+console: ## Attach to a VM's serial console on the local stack: make console VM=demo [NS=default].
+	@test -n "$(VM)" || { echo "usage: make console VM=<name> [NS=namespace]" >&2; exit 2; }
+	@go build -o bin/vm-console ./hack/cmd/vm-console
+	@bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"
 
 include hack/crds.mk
 include hack/libvirt.mk
