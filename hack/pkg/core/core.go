@@ -133,8 +133,15 @@ func Components(o Options) ([]stack.Component, error) {
 	// virt-api and its sidecar share a test host, as a pod's containers share its network.
 	netns := localnet.NetNSPrefix + hostName
 	apiRewriter := rewriter(o, "virt-api", "127.0.0.1:23915", "127.0.0.1:8082", netns)
+	// The sidecar also serves virt-api's admission webhooks to the apiserver, renaming each review.
+	hookCert, hookKey := filepath.Join(dir, "pki", "virt-api-webhooks.crt"), filepath.Join(dir, "pki", "virt-api-webhooks.key")
+	apiRewriter.Args = append(apiRewriter.Args, "--webhook-listen", ":"+strconv.Itoa(webhookPort),
+		"--webhook-target", "https://127.0.0.1:9443", "--webhook-cert", hookCert, "--webhook-key", hookKey)
 	apiRewriter.Before = func(context.Context) error {
 		if _, err := n.AddHost(hostName); err != nil {
+			return err
+		}
+		if _, _, err := webhookCert(o.Stack); err != nil {
 			return err
 		}
 		return stack.WriteRewriterKubeconfig(apiKubeconfig, "http://127.0.0.1:23915")
@@ -161,7 +168,10 @@ func Components(o Options) ([]stack.Component, error) {
 			if err != nil {
 				return err
 			}
-			return register(ctx, o.Stack, host)
+			if err := register(ctx, o.Stack, host); err != nil {
+				return err
+			}
+			return registerWebhooks(ctx, o.Stack, host)
 		},
 	}
 	out := []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
@@ -115,4 +116,10 @@ func (in Install) mutatingWebhooks(c Certs) *admissionregistrationv1.MutatingWeb
 		})
 	}
 	return out
+}
+
+// WebhookConfigurations are the validating and mutating webhook configurations alone, for an
+// installation whose virt-api runs without the operator (the local stack).
+func (in Install) WebhookConfigurations(c Certs) []client.Object {
+	return []client.Object{in.validatingWebhooks(c), in.mutatingWebhooks(c)}
 }
