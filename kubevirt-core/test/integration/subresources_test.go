@@ -119,6 +119,17 @@ func TestLifecycleCommands(t *testing.T) {
 	if code, msg := command(t, fx.sidecar, ns, "virtualmachines", "life", "start", ""); code != http.StatusConflict || !strings.Contains(msg, "VM is already running") {
 		t.Errorf("start of a running VM: %d %q", code, msg)
 	}
+	if code, msg := command(t, fx.sidecar, ns, "virtualmachines", "life", "migrate", `{"addedNodeSelector":{"zone":"b"}}`); code != http.StatusAccepted {
+		t.Fatalf("migrate: %d %q", code, msg)
+	}
+	var migrations kubevirtv1.VirtualMachineInstanceMigrationList
+	if err := fx.client.List(ctx, &migrations, client.InNamespace(ns)); err != nil || len(migrations.Items) != 1 ||
+		migrations.Items[0].Spec.VMIName != "life" || migrations.Items[0].Spec.AddedNodeSelector["zone"] != "b" {
+		t.Fatalf("migrate created %+v (%v)", migrations.Items, err)
+	}
+	if err := fx.client.Delete(ctx, &migrations.Items[0]); err != nil {
+		t.Fatal(err)
+	}
 
 	first := vmi.UID
 	if code, msg := command(t, fx.sidecar, ns, "virtualmachines", "life", "restart", ""); code != http.StatusAccepted {

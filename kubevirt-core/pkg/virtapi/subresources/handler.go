@@ -48,6 +48,7 @@ func (s *Server) Handler() http.Handler {
 		"start":   withOptions(StartPlan),
 		"stop":    withOptions(StopPlan),
 		"restart": withOptions(RestartPlan),
+		"migrate": withOptions(MigratePlan),
 	} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachines/{name}/"+name, s.authorized("update", "virtualmachines", name, s.vmHandler(cmd)))
 	}
@@ -69,7 +70,7 @@ func (s *Server) Handler() http.Handler {
 // resources is the discovery document; the aggregator checks it to mark the APIService available.
 var resources = func() []metav1.APIResource {
 	var out []metav1.APIResource
-	for _, sub := range []string{"start", "stop", "restart"} {
+	for _, sub := range []string{"start", "stop", "restart", "migrate"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachines/" + sub, Namespaced: true, Kind: "VirtualMachine", Verbs: []string{"update"}})
 	}
 	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
@@ -169,6 +170,15 @@ func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Pla
 	}
 	if p.DeleteLauncherOf != nil {
 		return s.forceStop(ctx, p.DeleteLauncherOf)
+	}
+	if p.CreateMigration != nil {
+		if err := s.Client.Create(ctx, p.CreateMigration); err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				// The migration webhook's refusal is the caller's answer.
+				return apierrors.NewBadRequest(err.Error())
+			}
+			return apierrors.NewInternalError(err)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
@@ -20,6 +21,8 @@ type Plan struct {
 	SpecMergePatch   []byte
 	StatusJSONPatch  []byte
 	DeleteLauncherOf *kubevirtv1.VirtualMachineInstance
+	// CreateMigration is a migration object to create (PUT .../migrate).
+	CreateMigration *kubevirtv1.VirtualMachineInstanceMigration
 }
 
 var vmResource = kubevirtv1.Resource("virtualmachine")
@@ -182,4 +185,18 @@ func RestartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 		p.DeleteLauncherOf = vmi
 	}
 	return p, serr
+}
+
+// MigratePlan is PUT .../virtualmachines/NAME/migrate: a VirtualMachineInstanceMigration for the
+// running VMI, named as KubeVirt names the ones it creates, carrying the caller's extra node
+// selector.
+func MigratePlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.MigrateOptions) (Plan, *apierrors.StatusError) {
+	if vmi == nil || vmi.Status.Phase != kubevirtv1.Running {
+		return Plan{}, conflict(vm.Name, "VM is not running")
+	}
+	m := &kubevirtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "kubevirt-migrate-vm-", Namespace: vm.Namespace},
+		Spec:       kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name, AddedNodeSelector: opts.AddedNodeSelector},
+	}
+	return Plan{CreateMigration: m}, nil
 }

@@ -58,6 +58,8 @@ func TestPlans(t *testing.T) {
 		{name: "stop always", plan: p(StopPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{})), wantSpec: `{"spec":{"runStrategy":"Halted"}}`},
 		{name: "stop running=true", plan: p(StopPlan(vm("", runningField(true)), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{})), wantSpec: `{"spec":{"running":false}}`},
 		{name: "stop halted", plan: p(StopPlan(vm(kubevirtv1.RunStrategyHalted), nil, kubevirtv1.StopOptions{})), wantCode: http.StatusConflict, wantMsg: "VM is not running"},
+		{name: "migrate stopped VM", plan: p(MigratePlan(vm(kubevirtv1.RunStrategyAlways), nil, kubevirtv1.MigrateOptions{})), wantCode: http.StatusConflict, wantMsg: "VM is not running"},
+		{name: "migrate scheduling VMI", plan: p(MigratePlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Scheduling), kubevirtv1.MigrateOptions{})), wantCode: http.StatusConflict, wantMsg: "VM is not running"},
 		{name: "stop halted without shorter grace", plan: p(StopPlan(vm(kubevirtv1.RunStrategyHalted), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{})), wantCode: http.StatusConflict, wantMsg: "Halted only supports manual stop requests with a shorter graceperiod"},
 		{name: "stop manual", plan: p(StopPlan(vm(kubevirtv1.RunStrategyManual), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{})), wantOps: []string{`"action":"Stop","uid":"u1"`}},
 		{name: "stop manual replaces pending requests", plan: p(StopPlan(vm(kubevirtv1.RunStrategyManual, pending), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{})), wantOps: []string{`"op":"test"`, `"op":"replace"`}},
@@ -141,5 +143,17 @@ func TestValidateVMICommand(t *testing.T) {
 				t.Fatalf("got %v, want %d %q", err, tc.wantCode, tc.wantMsg)
 			}
 		})
+	}
+}
+
+func TestMigratePlanCreatesAMigration(t *testing.T) {
+	v := vm(kubevirtv1.RunStrategyAlways)
+	p, serr := MigratePlan(v, vmi(kubevirtv1.Running), kubevirtv1.MigrateOptions{AddedNodeSelector: map[string]string{"zone": "b"}})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	m := p.CreateMigration
+	if m == nil || m.GenerateName != "kubevirt-migrate-vm-" || m.Namespace != v.Namespace || m.Spec.VMIName != v.Name || m.Spec.AddedNodeSelector["zone"] != "b" {
+		t.Fatalf("migration = %+v", m)
 	}
 }
