@@ -116,3 +116,10 @@ BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/
 .PHONY: bench
 bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json), with ratios.
 	go test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
+
+.PHONY: bench-vms
+bench-vms: deps $(DEVCLUSTER) ## VM start density: 10 small VMs at once on a local node, p50/p95 create-to-Running and API writes per VMI start.
+	$(DEVCLUSTER) --name bench --port-base 9640 down -purge
+	kc=$$($(DEVCLUSTER) --name bench --port-base 9640 up); \
+	trap '$(DEVCLUSTER) --name bench --port-base 9640 down -purge' EXIT; \
+	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./kubevirt-core/test/e2e/

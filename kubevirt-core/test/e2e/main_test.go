@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +44,7 @@ type cluster struct {
 
 // startCluster builds the binaries, imports the guest image, and starts a stack of its own with
 // the core and the given nodes. Everything stops and is removed at the end of the test.
-func startCluster(t *testing.T, nodes ...string) *cluster {
+func startCluster(t testing.TB, nodes ...string) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
@@ -79,7 +80,11 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := core.Options{BinDir: bin, Stack: s, HostName: "e2e-virt-api", Nodes: nodes, ImageStore: store}
+	// Test hosts are machine-wide: e2e binaries running side by side (other packages, other
+	// checkouts) must each have their own virt-api host, or they share its ports and one's
+	// cleanup removes the other's.
+	host := fmt.Sprintf("e2e-virt-api-%d", os.Getpid())
+	opts := core.Options{BinDir: bin, Stack: s, HostName: host, Nodes: nodes, ImageStore: store}
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpLogs(t, s)
@@ -118,7 +123,7 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 
 // dumpLogs prints the tail of every daemon's and Pod's log, which is what one needs to see why
 // a VM did not come up.
-func dumpLogs(t *testing.T, s *stack.Stack) {
+func dumpLogs(t testing.TB, s *stack.Stack) {
 	t.Helper()
 	var files []string
 	for _, pattern := range []string{

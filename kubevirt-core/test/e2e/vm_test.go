@@ -62,7 +62,7 @@ func newVM(ns, name string) *kubevirtv1.VirtualMachine {
 	return vm
 }
 
-func kubevirtClient(t *testing.T, c *cluster) client.Client {
+func kubevirtClient(t testing.TB, c *cluster) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
