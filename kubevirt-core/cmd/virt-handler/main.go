@@ -103,11 +103,27 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	// VMIs migrating to this node carry its name in another label; a cache of their own keeps
+	// the main one to this node's VMIs.
+	incoming, err := cache.New(cfg, cache.Options{
+		Scheme: scheme,
+		Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&kubevirtv1.VirtualMachineInstance{}: {Label: labels.SelectorFromSet(labels.Set{kubevirtv1.MigrationTargetNodeNameLabel: o.nodeName})},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("cache of incoming VMIs: %w", err)
+	}
+	if err := mgr.Add(incoming); err != nil {
+		return err
+	}
 	r := &vmisync.Reconciler{
-		Client:   mgr.GetClient(),
-		NodeName: o.nodeName,
-		PodsDir:  o.podsDir,
-		Events:   make(chan event.GenericEvent, 64),
+		Client:     mgr.GetClient(),
+		NodeName:   o.nodeName,
+		PodsDir:    o.podsDir,
+		Events:     make(chan event.GenericEvent, 64),
+		TargetVMIs: incoming,
 	}
 	r.Conns = launcherconn.New(r.NotifyFunc(), log)
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -10,6 +10,7 @@ package launcherapi
 import (
 	"path/filepath"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
@@ -108,9 +109,24 @@ type DomainStatus struct {
 
 // MigrationStatus reports a live migration from the launcher's point of view.
 type MigrationStatus struct {
-	// Role is "source" or "target".
-	Role      string `json:"role"`
+	// Role is "source" or "target" (MigrationRoleSource, MigrationRoleTarget).
+	Role string `json:"role"`
+	// Completed: the guest runs on the target now. The source's domain is gone; the target
+	// runs it.
 	Completed bool   `json:"completed,omitempty"`
 	Failed    bool   `json:"failed,omitempty"`
 	Message   string `json:"message,omitempty"`
+	// UID is the migration's (the VirtualMachineInstanceMigration's UID).
+	UID string `json:"uid,omitempty"`
+	// TargetReady: a target has its disks and network prepared and its libvirtd open on Ports;
+	// the source may start.
+	TargetReady bool            `json:"targetReady,omitempty"`
+	Ports       *MigrationPorts `json:"ports,omitempty"`
+	// Aborted: the source cancelled the migration on request (Failed is set too).
+	Aborted bool `json:"aborted,omitempty"`
+	// StartTime and EndTime bound the source's migration job.
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	EndTime   *metav1.Time `json:"endTime,omitempty"`
+	// Progress of the source's migration job while it runs.
+	Progress *MigrationProgress `json:"progress,omitempty"`
 }

@@ -52,6 +52,8 @@ type Server interface {
 	// Watch sends the current status at once and then every change, until the client goes away
 	// or the launcher exits.
 	Watch(*Empty, grpc.ServerStreamingServer[DomainStatus]) error
+	// MigrationServer moves a running guest to another launcher (see migration.go).
+	MigrationServer
 }
 
 // unary builds the method entry of a unary call of Server.
@@ -89,6 +91,9 @@ var serviceDesc = grpc.ServiceDesc{
 		unary("Unfreeze", Server.Unfreeze),
 		unary("SoftReboot", Server.SoftReboot),
 		unary("Status", Server.Status),
+		unary("PrepareMigrationTarget", Server.PrepareMigrationTarget),
+		unary("Migrate", Server.Migrate),
+		unary("CancelMigration", Server.CancelMigration),
 	},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Watch",

@@ -447,8 +447,10 @@ func TestRBAC(t *testing.T) {
 				{"kubevirt.io", "virtualmachineinstancereplicasets/status", "update"},
 				{"kubevirt.io", "virtualmachineinstancemigrations/status", "update"}, {"kubevirt.io", "virtualmachineinstancemigrations", "patch"},
 				{"", "pods", "create"}, {"", "pods", "delete"}, {"", "pods", "watch"}, {"", "nodes", "patch"},
+				{"", "persistentvolumeclaims", "get"},
 			},
-			mustNot: []access{{"", "secrets", "get"}, {"kubevirt.io", "kubevirts", "update"}, {"", "nodes", "delete"}},
+			mustNot: []access{{"", "secrets", "get"}, {"kubevirt.io", "kubevirts", "update"}, {"", "nodes", "delete"},
+				{"", "persistentvolumeclaims", "update"}},
 		},
 		{role: HandlerServiceAccount,
 			must: []access{

@@ -45,6 +45,8 @@ func ControllerRules() []rbacv1.PolicyRule {
 			"virtualmachineinstancereplicasets/finalizers", "virtualmachineinstancemigrations/finalizers"),
 		// vmi, migration: launcher pods; node: the launchers left on a node.
 		rule(core, []string{"get", "list", "watch", "create", "delete"}, "pods"),
+		// vmi: the claims of a VMI's volumes, read once before its Pod is made.
+		rule(core, []string{"get"}, "persistentvolumeclaims"),
 		// node: heartbeats, and kubevirt.io/schedulable=false on unresponsive nodes.
 		rule(core, []string{"get", "list", "watch", "patch"}, "nodes"),
 	}

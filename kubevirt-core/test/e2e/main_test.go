@@ -89,8 +89,19 @@ func startCluster(t testing.TB, nodes ...string) *cluster {
 		if t.Failed() {
 			dumpLogs(t, s)
 		}
-		if err := s.Down(true); err != nil {
+		if err := s.Down(false); err != nil {
 			t.Errorf("down: %v", err)
+		}
+		// A stopped agent leaves its pods running, as a kubelet does: their processes (the
+		// handlers, a guest still running), network namespaces and addresses would outlive the
+		// test. Their records are in the state directory, so they go before it.
+		for _, n := range nodes {
+			if err := nodeagent.CleanupNode(core.NodeRoot(s, n), env.Net, 30*time.Second); err != nil {
+				t.Errorf("clean up node %s: %v", n, err)
+			}
+		}
+		if err := os.RemoveAll(s.Config().StateDir); err != nil {
+			t.Errorf("purge the stack: %v", err)
 		}
 		if err := core.Down(env.Net, opts); err != nil {
 			t.Errorf("core down: %v", err)

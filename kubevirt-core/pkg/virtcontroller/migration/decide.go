@@ -1,20 +1,24 @@
 // Package migration is virt-controller's VirtualMachineInstanceMigration controller. It accepts a
 // migration (Pending), starts the target virt-launcher Pod within KubeVirt's limits (Scheduling),
-// sees the Pod become ready (Scheduled), and fails or aborts the migration as KubeVirt does. What
-// comes after Scheduled (hand-off to virt-handler, PreparingTarget, TargetReady, Running,
-// Succeeded) needs the node side and arrives with it.
+// sees the Pod run (Scheduled), hands the migration to the nodes' virt-handlers through the VMI's
+// status.migrationState (PreparingTarget), follows what they report there (TargetReady, Running,
+// Succeeded or Failed), and cleans up: the source Pod after a success, the target Pod after a
+// failure. It fails or aborts the migration as KubeVirt does.
 //
 // The decisions are pure functions of the migration, its VMI, the Pods, the other migrations and
 // the clock (this file and pod.go); the reconciler only reads objects and carries decisions out.
 package migration
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
 
 // KubeVirt's defaults for the limits and timeouts of migrations.
@@ -65,6 +69,20 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// withAnnotations applies KubeVirt's per-migration timeout annotations (functional tests use
+// them to fail unschedulable targets quickly); malformed values are ignored.
+func (l Limits) withAnnotations(m *kubevirtv1.VirtualMachineInstanceMigration) Limits {
+	for key, dst := range map[string]*time.Duration{
+		kubevirtv1.MigrationUnschedulablePodTimeoutSecondsAnnotation: &l.UnschedulableTimeout,
+		kubevirtv1.MigrationPendingPodTimeoutSecondsAnnotation:       &l.PendingTimeout,
+	} {
+		if v, err := strconv.ParseInt(m.Annotations[key], 10, 64); err == nil && v > 0 {
+			*dst = time.Duration(v) * time.Second
+		}
+	}
+	return l
+}
+
 // Action is what one reconcile does with the target Pod.
 type Action int
 
@@ -73,13 +91,15 @@ const (
 	Nothing Action = iota
 	// CreateTargetPod starts the target virt-launcher Pod.
 	CreateTargetPod
-	// DeleteTargetPods removes the target Pods: the migration was aborted, failed before the
-	// hand-off, or its Pod timed out.
+	// DeleteTargetPods removes the target Pods: the migration was aborted or failed, or its Pod
+	// timed out.
 	DeleteTargetPods
+	// DeleteSourcePod removes the source Pod, whose guest moved to the target.
+	DeleteSourcePod
 )
 
 func (a Action) String() string {
-	return [...]string{"Nothing", "CreateTargetPod", "DeleteTargetPods"}[a]
+	return [...]string{"Nothing", "CreateTargetPod", "DeleteTargetPods", "DeleteSourcePod"}[a]
 }
 
 // Input is everything a decision depends on.
@@ -107,6 +127,9 @@ type Decision struct {
 	Recheck time.Duration
 	// Message explains the decision for the log.
 	Message string
+	// VMI, when set, is written to the VMI before the migration's status: the hand-off, an abort
+	// request, or the clean-up after a failure.
+	VMI *VMIUpdate
 }
 
 // Running reports whether a migration counts against the limits, as KubeVirt counts them: past
@@ -152,13 +175,19 @@ func podDown(p *corev1.Pod) bool {
 	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// launcherRunning reports whether the target Pod's launcher runs, as KubeVirt's controller
+// judges it: the Pod runs and its compute container is ready. Not the Pod's Ready condition: its
+// readiness gate is virt-handler's, set once a guest runs there.
+func launcherRunning(p *corev1.Pod) bool {
+	if podDown(p) || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == vmi.ComputeContainer && !c.Ready {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 func unschedulable(p *corev1.Pod) bool {
@@ -185,7 +214,7 @@ func activePods(pods []corev1.Pod) int {
 // Decide chooses the next step of a migration.
 func Decide(in Input) Decision {
 	m, vmi := in.Migration, in.VMI
-	lim := in.Limits.withDefaults()
+	lim := in.Limits.withDefaults().withAnnotations(in.Migration)
 	d := Decision{Status: *m.Status.DeepCopy(), Finalizer: !m.IsFinal()}
 	targets := TargetPods(m, in.VMIPods)
 	var target *corev1.Pod
@@ -194,7 +223,8 @@ func Decide(in Input) Decision {
 			target = &targets[i]
 		}
 	}
-	fail := func(reason string) Decision {
+	// fail ends the migration with reason; d is the decision so far.
+	fail := func(d Decision, reason string) Decision {
 		d.Status.Phase = kubevirtv1.MigrationFailed
 		if d.Status.MigrationState == nil {
 			d.Status.MigrationState = &kubevirtv1.VirtualMachineInstanceMigrationState{}
@@ -205,41 +235,58 @@ func Decide(in Input) Decision {
 		d.Status.MigrationState.Failed = true
 		d.Finalizer = false
 		d.Message = reason
-		if !handedOff(m) && hasLive(targets) {
+		if hasLive(targets) && !movedToTarget(m, vmi) {
 			d.Action = DeleteTargetPods
 		}
+		d.VMI = failVMI(m, vmi, d.Status.MigrationState.FailureReason, in.Now)
 		return d.stamp(m, in.Now)
 	}
 
 	switch {
 	case m.IsFinal():
-		// A migration that failed before the hand-off leaves no Pod behind.
-		if m.Status.Phase == kubevirtv1.MigrationFailed && !handedOff(m) && hasLive(targets) {
+		// A failed migration leaves no target Pod behind, a successful one no source Pod.
+		switch {
+		case m.Status.Phase == kubevirtv1.MigrationFailed && hasLive(targets) && !movedToTarget(m, vmi):
 			d.Action = DeleteTargetPods
+		case m.Status.Phase == kubevirtv1.MigrationSucceeded && hasLive(sourcePods(m, in.VMIPods)):
+			d.Action = DeleteSourcePod
+		}
+		if m.Status.Phase == kubevirtv1.MigrationFailed {
+			d.VMI = failVMI(m, vmi, "", in.Now)
 		}
 		return d
 	case vmi == nil:
-		return fail(ReasonVMIMissing)
+		return fail(d, ReasonVMIMissing)
 	case vmi.IsFinal():
-		return fail(ReasonVMIShutdown)
+		return fail(d, ReasonVMIShutdown)
 	case m.DeletionTimestamp != nil && !handedOff(m):
 		d.Status.Conditions = setCondition(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceMigrationCondition{
 			Type: kubevirtv1.VirtualMachineInstanceMigrationAbortRequested, Status: corev1.ConditionTrue,
 		}, in.Now)
-		return fail(ReasonCanceled)
+		return fail(d, ReasonCanceled)
 	case m.Status.Phase == kubevirtv1.MigrationPhaseUnset:
 		if owner := vmi.Status.MigrationState; owner != nil && owner.MigrationUID != "" && owner.MigrationUID != m.UID &&
 			!owner.Completed && !owner.Failed && unfinished(in.Migrations, owner.MigrationUID) {
 			// virt-handler is already moving this guest for another migration.
-			return fail(ReasonAnotherMigration)
+			return fail(d, ReasonAnotherMigration)
 		}
 		d.Status.Phase = kubevirtv1.MigrationPending
 		d.Message = "migration accepted"
 		return d.stamp(m, in.Now)
+	case movedToTarget(m, vmi):
+		// The guest runs on the target: whatever happens to the Pods now is the VMI's business.
+		return follow(in, d, fail)
 	case target != nil && podDown(target) && m.Status.Phase != kubevirtv1.MigrationPending:
-		return fail(ReasonTargetPodDown)
+		return fail(d, ReasonTargetPodDown)
 	case target == nil && m.Status.Phase != kubevirtv1.MigrationPending:
-		return fail(ReasonTargetPodRemoved)
+		return fail(d, ReasonTargetPodRemoved)
+	case m.DeletionTimestamp != nil && !movedToTarget(m, vmi):
+		// Handed off: the source's handler cancels the job, and the outcome arrives as usual.
+		d.Status.Conditions = setCondition(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceMigrationCondition{
+			Type: kubevirtv1.VirtualMachineInstanceMigrationAbortRequested, Status: corev1.ConditionTrue,
+		}, in.Now)
+		d.VMI = abortVMI(m, vmi)
+		return follow(in, d, fail)
 	}
 
 	switch m.Status.Phase {
@@ -250,14 +297,16 @@ func Decide(in Input) Decision {
 		}
 		return startTarget(in, lim, d)
 	case kubevirtv1.MigrationScheduling:
-		if podReady(target) {
+		if launcherRunning(target) {
 			d.Status.Phase = kubevirtv1.MigrationScheduled
 			return d.stamp(m, in.Now)
 		}
 		return pendingTimeout(target, lim, d, in.Now)
+	case kubevirtv1.MigrationScheduled:
+		return handOff(in, target, d, fail)
 	}
-	// Scheduled and later wait for virt-handler.
-	return d
+	// PreparingTarget and later follow what the handlers report.
+	return follow(in, d, fail)
 }
 
 // startTarget creates the target Pod unless a limit holds it back, as KubeVirt does: the VMI must

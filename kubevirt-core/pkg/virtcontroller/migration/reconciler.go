@@ -132,6 +132,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			logger.Info("deleted migration target pod", "pod", p.Name, "why", d.Message)
 		}
+	case DeleteSourcePod:
+		for _, p := range sourcePods(m, in.VMIPods) {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if err := r.Client.Delete(ctx, &p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("delete migration source pod %s: %w", p.Name, err)
+			}
+			logger.Info("deleted migration source pod", "pod", p.Name, "why", d.Message)
+		}
+	}
+	if d.VMI != nil && in.VMI != nil {
+		// Before the migration's status: a phase must never claim a hand-off the VMI lacks. The
+		// VMI has no status subresource; its resourceVersion guards the write.
+		updated := in.VMI.DeepCopy()
+		d.VMI.Apply(updated)
+		if !equality.Semantic.DeepEqual(in.VMI, updated) {
+			if err := r.Client.Update(ctx, updated); err != nil {
+				return ctrl.Result{}, fmt.Errorf("update the VMI's migration state: %w", err)
+			}
+			logger.V(1).Info("updated the VMI's migration state", "why", d.Message)
+		}
 	}
 	if !equality.Semantic.DeepEqual(m.Status, d.Status) {
 		updated := m.DeepCopy()

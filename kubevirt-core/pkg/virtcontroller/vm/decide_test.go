@@ -129,6 +129,19 @@ func TestPrintableStatus(t *testing.T) {
 		{"unschedulable", kubevirtv1.RunStrategyAlways, vmWith(), vmiIn(kubevirtv1.Scheduling, func(vmi *kubevirtv1.VirtualMachineInstance) {
 			vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "PodScheduled", Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
 		}), kubevirtv1.VirtualMachineStatusUnschedulable},
+		{"migrating while the job runs", kubevirtv1.RunStrategyAlways, vmWith(), readyVMI(kubevirtv1.Running, kubevirtv1.VirtualMachineInstanceReady), kubevirtv1.VirtualMachineStatusMigrating},
+		{"running while the target prepares", kubevirtv1.RunStrategyAlways, vmWith(), readyVMI(kubevirtv1.Running, kubevirtv1.VirtualMachineInstanceReady), kubevirtv1.VirtualMachineStatusRunning},
+		{"running after a failed migration", kubevirtv1.RunStrategyAlways, vmWith(), readyVMI(kubevirtv1.Running, kubevirtv1.VirtualMachineInstanceReady), kubevirtv1.VirtualMachineStatusRunning},
+	}
+	migrationStates := map[string]*kubevirtv1.VirtualMachineInstanceMigrationState{
+		"migrating while the job runs":      {StartTimestamp: &metav1.Time{Time: now.Add(-time.Second)}},
+		"running while the target prepares": {TargetNode: "n2"},
+		"running after a failed migration":  {StartTimestamp: &metav1.Time{Time: now.Add(-time.Minute)}, EndTimestamp: &metav1.Time{Time: now.Add(-time.Second)}, Failed: true},
+	}
+	for i := range tests {
+		if ms, ok := migrationStates[tests[i].name]; ok {
+			tests[i].vmi.Status.MigrationState = ms
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -58,7 +58,7 @@ func printable(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 		return kubevirtv1.VirtualMachineStatusTerminating
 	case active && (deleting(vmi) || d.Action == Delete):
 		return kubevirtv1.VirtualMachineStatusStopping
-	case active && vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed:
+	case active && migrating(vmi, now):
 		return kubevirtv1.VirtualMachineStatusMigrating
 	case active && vmiCondition(vmi, kubevirtv1.VirtualMachineInstancePaused) == corev1.ConditionTrue:
 		return kubevirtv1.VirtualMachineStatusPaused
@@ -75,6 +75,16 @@ func printable(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 		return kubevirtv1.VirtualMachineStatusStarting
 	}
 	return kubevirtv1.VirtualMachineStatusStopped
+}
+
+// migrating is KubeVirt's IsMigrating: the migration job started and has not ended. A handed-off
+// migration still preparing its target, and one that failed, are not.
+func migrating(vmi *kubevirtv1.VirtualMachineInstance, now time.Time) bool {
+	ms := vmi.Status.MigrationState
+	if ms == nil || ms.StartTimestamp == nil || now.Before(ms.StartTimestamp.Time) {
+		return false
+	}
+	return ms.EndTimestamp == nil || now.Before(ms.EndTimestamp.Time)
 }
 
 func unschedulable(vmi *kubevirtv1.VirtualMachineInstance) bool {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
 // Reconciler carries out Decide. It is level-based: every reconcile reads the VMI and its
@@ -67,6 +69,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	d := Decide(vmi, pods, r.now())
+	wait, err := r.syncClaims(ctx, vmi, &d)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait {
+		if err := r.writeVMI(ctx, vmi, d); err != nil {
+			return ctrl.Result{}, err
+		}
+		// Claims are not watched: look for the missing one again shortly.
+		return ctrl.Result{RequeueAfter: claimRetry}, nil
+	}
 	switch d.Action {
 	case DeletePods:
 		for i := range pods {
@@ -103,6 +116,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, r.writeVMI(ctx, vmi, d)
+}
+
+// claimRetry is how soon a VMI waiting for a claim looks for it again.
+const claimRetry = 5 * time.Second
+
+// syncClaims records the VMI's claims in d's volume status while the VMI is still the
+// controller's, and holds a Pod creation back while one of them does not exist (wait). The claims
+// are read only when a Pod is to be made or the status lacks one, and past the cache, so the
+// controller needs neither a watch on every claim of the cluster nor more than get.
+func (r *Reconciler) syncClaims(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, d *Decision) (wait bool, err error) {
+	names := ClaimNames(vmi)
+	if len(names) == 0 || vmi.DeletionTimestamp != nil || !controllerPhase(d.Status.Phase) ||
+		(d.Action != CreatePod && ClaimsRecorded(vmi)) {
+		return false, nil
+	}
+	claims := map[string]*corev1.PersistentVolumeClaim{}
+	missing := ""
+	for _, name := range names {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := r.apiReader().Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: name}, pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+			if missing == "" {
+				missing = name
+			}
+		case err != nil:
+			return false, fmt.Errorf("get claim %s: %w", name, err)
+		default:
+			claims[name] = pvc
+		}
+	}
+	d.Status.VolumeStatus = VolumeStatus(vmi, d.Status.VolumeStatus, claims)
+	if missing != "" && d.Action == CreatePod {
+		d.Action = Nothing
+		d.Status.Conditions = vmicond.Set(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+			Type: kubevirtv1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
+			Reason: ReasonPVCNotFound, Message: missingClaimMessage(vmi.Namespace, missing),
+		}, r.now())
+		log.FromContext(ctx).Info("waiting for a claim before creating the launcher pod", "claim", missing)
+		return true, nil
+	}
+	if c := vmicond.Get(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceSynchronized); c != nil && c.Reason == ReasonPVCNotFound {
+		d.Status.Conditions = vmicond.Remove(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceSynchronized)
+	}
+	return false, nil
 }
 
 // launcherPods lists the Pods labelled as the VMI's launchers and keeps those it controls: a

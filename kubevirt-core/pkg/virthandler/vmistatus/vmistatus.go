@@ -4,12 +4,14 @@
 package vmistatus
 
 import (
+	"encoding/json"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	vmipod "github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
@@ -55,13 +57,26 @@ func Compute(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *launc
 	if !Handled(st.Phase) {
 		return st
 	}
+	if dom != nil {
+		sourceMigration(vmi, &st, dom, now)
+	}
+	if movedAway(&st, pod, dom) {
+		// The guest runs on the migration's target; its handler takes the VMI over. The source
+		// launcher's end says nothing about the guest.
+		return st
+	}
 	switch {
 	case dom != nil && dom.Result != nil:
 		finish(&st, dom.Result.ExitCode == 0, ReasonGuestNotRunning, "guest "+dom.Result.Reason+resultMessage(dom.Result), now)
 	case podEnded(pod) && st.Phase == kubevirtv1.Running:
-		// The launcher's own report is lost with it; the Pod's end is all that is known, and a
-		// guest that was running and vanished without a clean report did not end well.
-		finish(&st, false, ReasonLauncherGone, podEndMessage(pod), now)
+		// The launcher's report never arrived (virt-handler was away when the guest ended, say):
+		// its exit code and termination message tell the same. Without them the Pod's end is all
+		// that is known, and a guest that vanished without a clean report did not end well.
+		if res := launcherExit(pod); res != nil {
+			finish(&st, res.ExitCode == 0, ReasonGuestNotRunning, "guest "+res.Reason+resultMessage(res), now)
+		} else {
+			finish(&st, false, ReasonLauncherGone, podEndMessage(pod), now)
+		}
 	case dom != nil && dom.Defined && running(dom.State):
 		st.Phase = kubevirtv1.Running
 		paused := dom.State == launcherapi.StatePaused
@@ -106,6 +121,28 @@ func resultMessage(r *launcherapi.Result) string {
 // podEnded reports whether the launcher Pod is gone or its containers are done.
 func podEnded(pod *corev1.Pod) bool {
 	return pod == nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+// launcherExit is the launcher's result as its ended Pod tells it: the compute container's exit
+// code, which decides, with the reason and message of the termination message the launcher wrote
+// (absent when it was killed). nil when the container did not end.
+func launcherExit(pod *corev1.Pod) *launcherapi.Result {
+	if pod == nil {
+		return nil
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		term := cs.State.Terminated
+		if cs.Name != vmipod.ComputeContainer || term == nil {
+			continue
+		}
+		res := &launcherapi.Result{}
+		if err := json.Unmarshal([]byte(term.Message), res); err != nil || res.Reason == "" {
+			res = &launcherapi.Result{Reason: term.Reason, Message: term.Message}
+		}
+		res.ExitCode = int(term.ExitCode)
+		return res
+	}
+	return nil
 }
 
 func podEndMessage(pod *corev1.Pod) string {

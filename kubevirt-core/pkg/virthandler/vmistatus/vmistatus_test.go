@@ -40,6 +40,15 @@ func ended(code int, reason string) *launcherapi.DomainStatus {
 	return &launcherapi.DomainStatus{Defined: true, State: launcherapi.StateShutoff, Result: &launcherapi.Result{Reason: reason, ExitCode: code}}
 }
 
+// exited is a launcher Pod whose compute container ended with code and termination message msg.
+func exited(phase corev1.PodPhase, code int32, msg string) *corev1.Pod {
+	p := testPod(phase)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "compute", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg},
+	}}}
+	return p
+}
+
 func cond(st kubevirtv1.VirtualMachineInstanceStatus, t kubevirtv1.VirtualMachineInstanceConditionType) string {
 	if c := vmicond.Get(st.Conditions, t); c != nil {
 		return string(c.Status) + "/" + c.Reason
@@ -66,6 +75,10 @@ func TestCompute(t *testing.T) {
 		{name: "crash", phase: kubevirtv1.Running, pod: testPod(corev1.PodRunning), dom: ended(2, "Crashed"), want: kubevirtv1.Failed, ready: "False/GuestNotRunning"},
 		{name: "pod failed without a report", phase: kubevirtv1.Running, pod: testPod(corev1.PodFailed), want: kubevirtv1.Failed, ready: "False/LauncherGone"},
 		{name: "pod gone without a report", phase: kubevirtv1.Running, want: kubevirtv1.Failed, ready: "False/LauncherGone"},
+		{name: "report lost, launcher exited 0", phase: kubevirtv1.Running, pod: exited(corev1.PodSucceeded, 0, `{"reason":"Shutdown","exitCode":0}`), want: kubevirtv1.Succeeded, ready: "False/GuestNotRunning"},
+		{name: "report lost, launcher exited 2", phase: kubevirtv1.Running, pod: exited(corev1.PodFailed, 2, `{"reason":"Crashed","exitCode":2}`), want: kubevirtv1.Failed, ready: "False/GuestNotRunning"},
+		{name: "exit code decides over the message", phase: kubevirtv1.Running, pod: exited(corev1.PodFailed, 1, `{"reason":"Shutdown","exitCode":0}`), want: kubevirtv1.Failed, ready: "False/GuestNotRunning"},
+		{name: "launcher killed before writing a message", phase: kubevirtv1.Running, pod: exited(corev1.PodFailed, 137, ""), want: kubevirtv1.Failed, ready: "False/GuestNotRunning"},
 		{name: "report wins over the pod's end", phase: kubevirtv1.Running, pod: testPod(corev1.PodSucceeded), dom: ended(0, "Destroyed"), want: kubevirtv1.Succeeded, ready: "False/GuestNotRunning"},
 		{name: "final phase never changes", phase: kubevirtv1.Failed, pod: testPod(corev1.PodRunning), dom: dom(launcherapi.StateRunning), want: kubevirtv1.Failed},
 		{name: "controller's phase is left alone", phase: kubevirtv1.Scheduling, pod: testPod(corev1.PodPending), dom: dom(launcherapi.StateRunning), want: kubevirtv1.Scheduling},
@@ -107,5 +120,23 @@ func TestReadyKeepsTransitionTime(t *testing.T) {
 	again := Compute(vmi, testPod(corev1.PodRunning), dom(launcherapi.StateRunning), t0.Add(time.Minute))
 	if c := vmicond.Get(again.Conditions, kubevirtv1.VirtualMachineInstanceReady); !c.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("transition time moved to %v", c.LastTransitionTime)
+	}
+}
+
+// TestComputeFromLauncherExit: without the launcher's report the VMI tells what its termination
+// message said, or how the container ended when there is none.
+func TestComputeFromLauncherExit(t *testing.T) {
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{exited(corev1.PodSucceeded, 0, `{"reason":"Shutdown","message":"the guest powered off","exitCode":0}`), "guest Shutdown: the guest powered off"},
+		{exited(corev1.PodFailed, 137, ""), "guest Error"},
+		{exited(corev1.PodFailed, 1, "panic: something"), "guest Error: panic: something"},
+	} {
+		st := Compute(testVMI(kubevirtv1.Running), c.pod, nil, time.Now())
+		if got := vmicond.Get(st.Conditions, kubevirtv1.VirtualMachineInstanceReady); got == nil || got.Message != c.want {
+			t.Errorf("Ready %+v, want message %q", got, c.want)
+		}
 	}
 }

@@ -12,10 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -40,7 +42,11 @@ type Reconciler struct {
 	Conns   *launcherconn.Manager
 	// Events carries the launchers' status changes into the controller's queue.
 	Events chan event.GenericEvent
-	Now    func() time.Time
+	// TargetVMIs is a cache of the VMIs labelled kubevirt.io/migrationTargetNodeName=NodeName:
+	// the ones migrating here, which the manager's cache (this node's VMIs) does not hold. nil
+	// means this handler is never a migration target.
+	TargetVMIs cache.Cache
+	Now        func() time.Time
 }
 
 // NotifyFunc is the launcherconn.Notify that feeds r.Events.
@@ -57,12 +63,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.NodeName == "" || r.PodsDir == "" || r.Conns == nil || r.Events == nil {
 		return errors.New("virt-handler VMI controller: node name, pods dir, connections and events are required")
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("virt-handler-vmi").
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachineInstance{}, handler.OnlyControllerOwner())).
-		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{})).
-		Complete(r)
+		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{}))
+	if r.TargetVMIs != nil {
+		b = b.WatchesRawSource(source.Kind(r.TargetVMIs, &kubevirtv1.VirtualMachineInstance{},
+			&handler.TypedEnqueueRequestForObject[*kubevirtv1.VirtualMachineInstance]{}))
+	}
+	return b.Complete(r)
 }
 
 func (r *Reconciler) now() time.Time {
@@ -74,11 +84,14 @@ func (r *Reconciler) now() time.Time {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	v := &kubevirtv1.VirtualMachineInstance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, v); err != nil {
+	v, err := r.getVMI(ctx, req.NamespacedName)
+	if v == nil || err != nil {
 		// Gone: its launcher Pods go with it, and their connections with them (below, on the
 		// Pod's own events there is no VMI left to look at, so drop them here).
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
+	}
+	if vmistatus.MigrationTarget(v, r.NodeName) {
+		return r.reconcileTarget(ctx, v)
 	}
 	pod, err := r.launcherPod(ctx, v)
 	if err != nil {
@@ -151,7 +164,25 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 			dom = st
 		}
 	}
-	return dom, 0, nil
+	dom, err = r.driveSource(callCtx, v, c, dom)
+	return dom, 0, err
+}
+
+// getVMI reads the VMI from this node's VMIs, else from those migrating here; nil when it is in
+// neither.
+func (r *Reconciler) getVMI(ctx context.Context, key types.NamespacedName) (*kubevirtv1.VirtualMachineInstance, error) {
+	v := &kubevirtv1.VirtualMachineInstance{}
+	err := r.Client.Get(ctx, key, v)
+	if apierrors.IsNotFound(err) && r.TargetVMIs != nil {
+		err = r.TargetVMIs.Get(ctx, key, v)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get VMI: %w", err)
+	}
+	return v, nil
 }
 
 // SocketPath is the launcher's command socket in the Pod's sockets volume on this node.
@@ -161,6 +192,15 @@ func SocketPath(podsDir string, pod *corev1.Pod) string {
 
 // launcherPod is the VMI's current launcher Pod on this node, nil if there is none.
 func (r *Reconciler) launcherPod(ctx context.Context, v *kubevirtv1.VirtualMachineInstance) (*corev1.Pod, error) {
+	own, err := r.ownPods(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return vmi.Launcher(own), nil
+}
+
+// ownPods are the VMI's launcher Pods on this node.
+func (r *Reconciler) ownPods(ctx context.Context, v *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := r.Client.List(ctx, &list, client.InNamespace(v.Namespace), client.MatchingLabels{
 		kubevirtv1.AppLabel:       vmi.LauncherLabelValue,
@@ -174,7 +214,7 @@ func (r *Reconciler) launcherPod(ctx context.Context, v *kubevirtv1.VirtualMachi
 			own = append(own, p)
 		}
 	}
-	return vmi.Launcher(own), nil
+	return own, nil
 }
 
 // writeStatus stores the status with the VMI's resourceVersion: the VMI has no status subresource,

@@ -188,7 +188,9 @@ func toStatus(err error) error {
 	case errors.Is(err, launcher.ErrNoGuestAgent),
 		errors.Is(err, launcher.ErrNotStarted),
 		errors.Is(err, launcher.ErrFinished),
-		errors.Is(err, launcher.ErrPaused):
+		errors.Is(err, launcher.ErrPaused),
+		errors.Is(err, launcher.ErrMigrationInProgress),
+		errors.Is(err, launcher.ErrAlreadyRunning):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

@@ -203,6 +203,8 @@ type Manager struct {
 	// the VMI's interface on it.
 	podNet *network.Pod
 	podNIC string
+	// mig is the live migration into or out of this launcher, nil without one (migration.go).
+	mig *migration
 
 	// Fed by libvirt's callbacks and the commands, read by the domain loop.
 	events     chan libvirt.DomainEventLifecycle
@@ -496,7 +498,9 @@ func (m *Manager) stop(r request) error {
 func (m *Manager) Abandon(res Result) bool {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
-	if m.Started() {
+	if m.Started() || m.awaitingIncoming() {
+		// A target waits for its guest as long as the migration takes; whoever started the
+		// migration ends the launcher if it fails.
 		return false
 	}
 	m.finish(res, nil)
@@ -673,6 +677,7 @@ func (m *Manager) Close() {
 		}
 		m.finish(Result{Reason: ReasonError, Message: "the launcher closed while the guest was running", ExitCode: ExitError}, nil)
 	}
+	m.closeMigration()
 	// Only now that QEMU is gone: the guest's NIC must not lose its tap while it runs.
 	m.teardownNetwork()
 	m.feed.Close()
@@ -775,7 +780,10 @@ func (m *Manager) loop(dom *libvirt.Domain, st *loopState) {
 			case <-time.After(2 * time.Second):
 			}
 			res := Result{Reason: ReasonCrashed, Message: "domain disappeared without a lifecycle event", ExitCode: ExitCrashed}
-			if st.intent.stopping || st.intent.killed {
+			switch {
+			case m.migrationCompleted():
+				res = m.migratedResult()
+			case st.intent.stopping || st.intent.killed:
 				res = Result{Reason: ReasonDestroyed, Message: "domain gone after a stop request", ExitCode: ExitStopped}
 			}
 			m.stoppedWith(st, res, reasonUnknown)
@@ -831,7 +839,12 @@ func (m *Manager) handle(dom *libvirt.Domain, st *loopState, r request) error {
 
 // stopped records the end of the domain as the STOPPED event tells it.
 func (m *Manager) stopped(st *loopState, detail libvirt.DomainEventStoppedDetailType) {
-	m.stoppedWith(st, classify(detail, st.intent, st.hostShutdown), lookup(stoppedReasons, detail))
+	if detail == libvirt.DOMAIN_EVENT_STOPPED_MIGRATED {
+		// The guest lives on in the target; the final status must say so, whichever of this
+		// event and the migration call's return comes first.
+		m.migratedOut()
+	}
+	m.stoppedWith(st, m.classify(detail, st), lookup(stoppedReasons, detail))
 }
 
 func (m *Manager) stoppedWith(st *loopState, res Result, reason string) {
@@ -850,6 +863,7 @@ func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 		Interfaces:          m.withGuestIPs(st.ifaces),
 		GuestAgentConnected: m.agent,
 		Frozen:              m.frozen,
+		Migration:           m.migrationStatus(),
 	}
 }
 

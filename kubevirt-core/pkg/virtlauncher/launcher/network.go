@@ -30,6 +30,9 @@ func (m *Manager) setupNetwork(ctx context.Context, vmi *kubevirtv1.VirtualMachi
 	pod, err := network.Setup(ctx, network.Config{
 		NIC:        *nic,
 		ResolvConf: m.cfg.ResolvConf,
+		// Every launcher may become a migration target; KubeVirt keeps these ports out of the
+		// guest's forwarding for every VMI alike.
+		HostPorts: migrationHostPorts(),
 		// A new lease changes the status: let the loop publish it.
 		OnLease: m.pokeLoop,
 		Logger:  log,

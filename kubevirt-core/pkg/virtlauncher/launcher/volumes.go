@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cloudinit"
@@ -70,8 +72,8 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 				return nil, err
 			}
 		case v.PersistentVolumeClaim != nil:
-			path = filepath.Join(mountDir, v.Name, "disk.img")
-			if _, err := os.Stat(path); err != nil {
+			var err error
+			if path, err = preparePVCDisk(vmi, v, mountDir, dirBytesAvailable); err != nil {
 				return nil, fmt.Errorf("%s.persistentVolumeClaim %q: %w", field, v.PersistentVolumeClaim.ClaimName, err)
 			}
 		default:
@@ -82,6 +84,111 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 		paths[v.Name] = path
 	}
 	return paths, nil
+}
+
+// KubeVirt's defaults for disk images on filesystem claims: how much less space than claimed a
+// provisioner may give (pvc-tolerate-less-space-up-to-percent), and what stays free on the file
+// system for its own needs (minimumReservePVCBytes).
+const (
+	lessPVCSpaceTolerationPercent = 10
+	minimumPVCReserveBytes        = 128 << 10
+)
+
+// preparePVCDisk returns the image of a PVC volume, <mountDir>/<volume>/disk.img. A filesystem
+// claim without one gets a sparse raw image sized from the claim in the VMI's volume status (the
+// launcher cannot read the claim itself), as KubeVirt makes it, so an empty claim is a blank disk.
+// available tells the free bytes of a directory's file system.
+func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, mountDir string, available func(string) (int64, error)) (string, error) {
+	dir := filepath.Join(mountDir, v.Name)
+	path := filepath.Join(dir, "disk.img")
+	_, err := os.Stat(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return path, err
+	}
+	// Without the claim's mount there is nowhere to create the image: the Pod is not set up.
+	if _, err := os.Stat(dir); err != nil {
+		return "", err
+	}
+	var info *kubevirtv1.PersistentVolumeClaimInfo
+	for _, s := range vmi.Status.VolumeStatus {
+		if s.Name == v.Name {
+			info = s.PersistentVolumeClaimInfo
+		}
+	}
+	if info == nil {
+		return "", fmt.Errorf("no %s, and the VMI's volume status has no claim to size a new one from", path)
+	}
+	if info.VolumeMode != nil && *info.VolumeMode == corev1.PersistentVolumeBlock {
+		return "", fmt.Errorf("claims in volume mode %s are not supported", corev1.PersistentVolumeBlock)
+	}
+	free, err := available(dir)
+	if err != nil {
+		return "", fmt.Errorf("free space for %s: %w", path, err)
+	}
+	size, err := pvcImageSize(info, free-minimumPVCReserveBytes)
+	if err != nil {
+		return "", fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := createSparseFile(path, size); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// pvcImageSize is the size of a new image on a claim with avail bytes to spare: the claim's
+// request when that is below its capacity (the user asked for that size), else the capacity,
+// aligned down to 1MiB; a provisioner that gave less space than that is tolerated up to
+// lessPVCSpaceTolerationPercent, the image then taking what there is.
+func pvcImageSize(info *kubevirtv1.PersistentVolumeClaimInfo, avail int64) (int64, error) {
+	const mib = 1 << 20
+	capacity, hasCapacity := info.Capacity[corev1.ResourceStorage]
+	request, hasRequest := info.Requests[corev1.ResourceStorage]
+	var size int64
+	switch {
+	case hasRequest && (!hasCapacity || capacity.Cmp(request) > 0):
+		size = request.Value()
+	case hasCapacity:
+		size = capacity.Value()
+	default:
+		return 0, fmt.Errorf("claim %s states neither a capacity nor a request", info.ClaimName)
+	}
+	size = size / mib * mib
+	if size == 0 {
+		return 0, fmt.Errorf("claim %s is too small for a disk: it must hold at least 1MiB", info.ClaimName)
+	}
+	if size <= avail {
+		return size, nil
+	}
+	if size*(100-lessPVCSpaceTolerationPercent)/100 > avail {
+		return 0, fmt.Errorf("not enough space: claim %s asks for %d bytes, only %d are free, beyond the %d%% toleration",
+			info.ClaimName, size, max(avail, 0), lessPVCSpaceTolerationPercent)
+	}
+	// Whole sectors at least: the guest sees the image as a block device.
+	return avail / mib * mib, nil
+}
+
+// dirBytesAvailable is what unprivileged users may still write on the file system of dir.
+func dirBytesAvailable(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
+}
+
+// createSparseFile creates path with size bytes that take no space until written. It fails if
+// path exists: an image appearing meanwhile must not be cut.
+func createSparseFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("size %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // prepareHostDisk checks the hostDisk file, creating a sparse one for type DiskOrCreate.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // File names in the configuration directory (/etc/libvirt for the daemons).
@@ -60,10 +61,29 @@ func Files() map[string]string {
 	}
 }
 
+// Options vary the files per daemon.
+type Options struct {
+	// HostUUID is libvirtd's host_uuid. libvirt refuses to migrate a guest between two daemons
+	// with the same one ("the same host"), and without it every daemon on a machine takes the
+	// machine's SMBIOS UUID: launchers that migrate guests between each other on one machine (the
+	// local nodes) each need their own. Empty leaves libvirt's default.
+	HostUUID string
+}
+
 // Write (re)writes the three files into dir, which must exist. Other files there (a seeded copy
 // of the image's /etc/libvirt) stay as they are.
-func Write(dir string) error {
-	for name, content := range Files() {
+func Write(dir string) error { return WriteOptions(dir, Options{}) }
+
+// WriteOptions is Write with per-daemon options.
+func WriteOptions(dir string, o Options) error {
+	files := Files()
+	if o.HostUUID != "" {
+		if strings.ContainsAny(o.HostUUID, "\"\n\\") {
+			return fmt.Errorf("libvirt config: host UUID %q", o.HostUUID)
+		}
+		files[LibvirtdConf] += fmt.Sprintf("host_uuid = %q\n", o.HostUUID)
+	}
+	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return fmt.Errorf("libvirt config: write %s: %w", p, err)

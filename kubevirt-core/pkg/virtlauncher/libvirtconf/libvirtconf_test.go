@@ -37,3 +37,33 @@ func TestWrite(t *testing.T) {
 		t.Error("Write into a missing directory: no error")
 	}
 }
+
+func TestWriteHostUUID(t *testing.T) {
+	for _, tc := range []struct {
+		name, uuid, want string
+		fails            bool
+	}{
+		{name: "none", want: ""},
+		{name: "own UUID", uuid: "5f0c2d0e-8a53-4a43-9d36-2f4c62f3e0a1", want: `host_uuid = "5f0c2d0e-8a53-4a43-9d36-2f4c62f3e0a1"`},
+		{name: "quote", uuid: `x" y`, fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := WriteOptions(dir, Options{HostUUID: tc.uuid})
+			if (err != nil) != tc.fails {
+				t.Fatalf("err %v, want failure %v", err, tc.fails)
+			}
+			if tc.fails {
+				return
+			}
+			b, err := os.ReadFile(filepath.Join(dir, LibvirtdConf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			has := strings.Contains(string(b), "host_uuid")
+			if tc.want == "" && has || tc.want != "" && !strings.Contains(string(b), tc.want) {
+				t.Errorf("libvirtd.conf:\n%s\nwant %q", b, tc.want)
+			}
+		})
+	}
+}

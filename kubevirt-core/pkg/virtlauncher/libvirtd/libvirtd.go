@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtconf"
 )
 
@@ -50,6 +52,9 @@ const URI = "qemu+unix:///system?socket=" + RunDir + "/" + LibvirtdSocket
 type Options struct {
 	// Timeout bounds the wait for the daemons' sockets. Default 60s.
 	Timeout time.Duration
+	// HostUUID is libvirtd's host UUID. Default: a random one, so that two launchers on one
+	// machine are two hosts to libvirt and may migrate guests between each other.
+	HostUUID string
 	// Output receives the daemons' stdout and stderr (their logs go to LogDir). Default os.Stderr.
 	Output io.Writer
 	Logger *slog.Logger
@@ -88,7 +93,10 @@ func Start(ctx context.Context, opts Options) (*Daemons, error) {
 			return nil, fmt.Errorf("own libvirtd: %w", err)
 		}
 	}
-	if err := libvirtconf.Write(ConfDir); err != nil {
+	if opts.HostUUID == "" {
+		opts.HostUUID = uuid.NewString()
+	}
+	if err := libvirtconf.WriteOptions(ConfDir, libvirtconf.Options{HostUUID: opts.HostUUID}); err != nil {
 		return nil, fmt.Errorf("own libvirtd: %w", err)
 	}
 	// Leftovers of a daemon that died with an earlier container of this Pod (checkNotRunning made
@@ -103,7 +111,11 @@ func Start(ctx context.Context, opts Options) (*Daemons, error) {
 	defer cancel()
 	d := &Daemons{log: log}
 	var err error
-	if d.virtlogd, d.virtlogdExited, err = spawn(opts.Output, "virtlogd", "-f", filepath.Join(ConfDir, libvirtconf.VirtlogdConf)); err != nil {
+	// Pid files in the private RunDir: the daemons' defaults (/run/virtlogd.pid, /run/libvirtd.pid)
+	// are shared by every container on the machine, and a second launcher's daemons would find
+	// them locked and exit.
+	if d.virtlogd, d.virtlogdExited, err = spawn(opts.Output, "virtlogd", "-f", filepath.Join(ConfDir, libvirtconf.VirtlogdConf),
+		"-p", filepath.Join(RunDir, "virtlogd.pid")); err != nil {
 		return nil, err
 	}
 	// libvirtd hands QEMU's output to virtlogd, so virtlogd must listen before the first domain.
@@ -111,7 +123,8 @@ func Start(ctx context.Context, opts Options) (*Daemons, error) {
 		d.Stop()
 		return nil, err
 	}
-	if d.libvirtd, d.libvirtdExited, err = spawn(opts.Output, "libvirtd", "-f", filepath.Join(ConfDir, libvirtconf.LibvirtdConf)); err != nil {
+	if d.libvirtd, d.libvirtdExited, err = spawn(opts.Output, "libvirtd", "-f", filepath.Join(ConfDir, libvirtconf.LibvirtdConf),
+		"-p", filepath.Join(RunDir, "libvirtd.pid")); err != nil {
 		d.Stop()
 		return nil, err
 	}
@@ -119,7 +132,7 @@ func Start(ctx context.Context, opts Options) (*Daemons, error) {
 		d.Stop()
 		return nil, err
 	}
-	log.Info("own libvirtd started", "virtlogd", d.virtlogd.Process.Pid, "libvirtd", d.libvirtd.Process.Pid, "uri", URI)
+	log.Info("own libvirtd started", "virtlogd", d.virtlogd.Process.Pid, "libvirtd", d.libvirtd.Process.Pid, "uri", URI, "hostUUID", opts.HostUUID)
 	return d, nil
 }
 

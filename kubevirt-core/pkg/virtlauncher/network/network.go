@@ -57,6 +57,9 @@ type Config struct {
 	// TapOwner and TapGroup may attach to the tap device besides CAP_NET_ADMIN holders; QEMU
 	// runs as root here, so the zero values fit. KubeVirt uses QEMU's user, 107.
 	TapOwner, TapGroup uint32
+	// HostPorts are ports the Pod itself serves on the pod IP (the live migration ports); they
+	// are never forwarded to the guest, even when the interface forwards every port.
+	HostPorts []Port
 	// OnLease is called whenever the guest's DHCP lease changes (GuestIPs then tells the new
 	// state). It must not block.
 	OnLease func()
@@ -126,7 +129,7 @@ func Setup(ctx context.Context, cfg Config) (p *Pod, err error) {
 	if err := p.forwarding(); err != nil {
 		return nil, err
 	}
-	p.rules = rulesFor(cfg.PodInterface, BridgeName, p.podIP, GatewayPrefix.Addr(), GuestPrefix.Addr(), cfg.NIC.Ports)
+	p.rules = rulesFor(cfg.PodInterface, BridgeName, p.podIP, GatewayPrefix.Addr(), GuestPrefix.Addr(), cfg.NIC.Ports, cfg.HostPorts)
 	if err := applyRules(p.rules); err != nil {
 		return nil, fmt.Errorf("pod network: %w", err)
 	}

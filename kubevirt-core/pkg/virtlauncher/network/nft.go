@@ -30,6 +30,8 @@ const (
 	actDNAT natAction = iota
 	actSNAT
 	actMasquerade
+	// actAccept ends the chain for the packet: no address translation from this table.
+	actAccept
 )
 
 // natRule is one rule of the table. Every match field is optional; the zero value matches any.
@@ -75,6 +77,8 @@ func (r natRule) String() string {
 		fmt.Fprintf(&b, "snat to %s", r.to)
 	case actMasquerade:
 		b.WriteString("masquerade")
+	case actAccept:
+		b.WriteString("accept")
 	}
 	return r.chain + ": " + b.String()
 }
@@ -97,8 +101,10 @@ func (rs ruleSet) String() string {
 //   - the same for connections that the Pod itself opens to its pod IP or to 127.0.0.1 (what
 //     `kubectl port-forward` does), SNATed to the gateway, since the guest could not answer a
 //     loopback source;
-//   - what the guest sends out leaves with the pod IP.
-func rulesFor(podIf, bridge string, podIP, gateway, guest netip.Addr, ports []Port) ruleSet {
+//   - what the guest sends out leaves with the pod IP;
+//   - the Pod's own ports (host) stay the Pod's: they are accepted before any DNAT, as KubeVirt
+//     keeps the live migration ports out of the guest's forwarding.
+func rulesFor(podIf, bridge string, podIP, gateway, guest netip.Addr, ports, host []Port) ruleSet {
 	loopback := netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	var match []natRule
 	if len(ports) == 0 {
@@ -108,6 +114,11 @@ func rulesFor(podIf, bridge string, podIP, gateway, guest netip.Addr, ports []Po
 		match = append(match, natRule{proto: p.Protocol, dport: p.Port})
 	}
 	var rs ruleSet
+	for _, p := range host {
+		rs = append(rs,
+			natRule{chain: chainPrerouting, iif: podIf, daddr: podIP, proto: p.Protocol, dport: p.Port, action: actAccept},
+			natRule{chain: chainOutput, daddr: podIP, proto: p.Protocol, dport: p.Port, action: actAccept})
+	}
 	for _, m := range match {
 		m.action, m.to = actDNAT, guest
 		in := m
@@ -191,6 +202,8 @@ func (r natRule) exprs() ([]expr.Any, error) {
 			&expr.NAT{Type: typ, Family: unix.NFPROTO_IPV4, RegAddrMin: 1})
 	case actMasquerade:
 		e = append(e, &expr.Masq{})
+	case actAccept:
+		e = append(e, &expr.Verdict{Kind: expr.VerdictAccept})
 	default:
 		return nil, fmt.Errorf("rule %s: unknown action %d", r, r.action)
 	}

@@ -14,6 +14,7 @@ func TestRulesFor(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		ports []Port
+		host  []Port
 		want  string
 	}{
 		{
@@ -43,9 +44,27 @@ postrouting: oifname "k6t-eth0" ip saddr 127.0.0.1 tcp dport 80 counter snat to 
 postrouting: oifname "k6t-eth0" ip saddr 127.0.0.1 udp dport 53 counter snat to 10.0.2.1
 postrouting: ip saddr 10.0.2.2 counter masquerade`,
 		},
+		{
+			name: "the Pod's own ports stay out of the forwarding",
+			host: []Port{{TCP, 22222}, {TCP, 49152}},
+			want: `
+prerouting: iifname "eth0" ip daddr 10.213.0.5 tcp dport 22222 counter accept
+output: ip daddr 10.213.0.5 tcp dport 22222 counter accept
+prerouting: iifname "eth0" ip daddr 10.213.0.5 tcp dport 49152 counter accept
+output: ip daddr 10.213.0.5 tcp dport 49152 counter accept
+prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
+prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
+output: ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
+output: ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
+output: ip daddr 127.0.0.1 meta l4proto tcp counter dnat to 10.0.2.2
+output: ip daddr 127.0.0.1 meta l4proto udp counter dnat to 10.0.2.2
+postrouting: oifname "k6t-eth0" ip saddr 127.0.0.1 meta l4proto tcp counter snat to 10.0.2.1
+postrouting: oifname "k6t-eth0" ip saddr 127.0.0.1 meta l4proto udp counter snat to 10.0.2.1
+postrouting: ip saddr 10.0.2.2 counter masquerade`,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := rulesFor("eth0", BridgeName, podIP, GatewayPrefix.Addr(), GuestPrefix.Addr(), tc.ports)
+			rs := rulesFor("eth0", BridgeName, podIP, GatewayPrefix.Addr(), GuestPrefix.Addr(), tc.ports, tc.host)
 			if got, want := rs.String(), strings.TrimSpace(tc.want); got != want {
 				t.Errorf("rules:\n%s\nwant:\n%s", got, want)
 			}
