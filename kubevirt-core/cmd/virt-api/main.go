@@ -18,13 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
@@ -99,11 +97,8 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+	scheme, err := corescheme.New()
+	if err != nil {
 		return err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

@@ -7,15 +7,13 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	virtmetrics "github.com/d8virt/kubevirt-core/pkg/virtcontroller/metrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
@@ -55,11 +53,8 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string, launcher vmi
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+	scheme, err := corescheme.New()
+	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

@@ -12,15 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/hack/pkg/guest/guesttest"
 	"github.com/d8virt/hack/pkg/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
+	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 )
 
@@ -64,11 +63,8 @@ func newVM(ns, name string) *kubevirtv1.VirtualMachine {
 
 func kubevirtClient(t testing.TB, c *cluster) client.Client {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+	scheme, err := corescheme.New()
+	if err != nil {
 		t.Fatal(err)
 	}
 	kc, err := client.New(c.rest, client.Options{Scheme: scheme})
