@@ -24,7 +24,7 @@ type Options struct {
 	BinDir string
 	// Stack is the control plane the core runs on; its state directory keeps the core's files.
 	Stack *stack.Stack
-	// PortBase is the first of the loopback ports the core's listeners use (five in all).
+	// PortBase is the first of the loopback ports the core's listeners use (six in all).
 	PortBase int
 	// HostName names the test host that plays virt-api's pod; empty means "virt-api". Test hosts
 	// are machine-wide, so stacks side by side need different ones.
@@ -124,7 +124,7 @@ func Components(o Options) ([]stack.Component, error) {
 			"--launcher-image", LauncherImage, "--container-disk-store", o.ImageStore,
 			// KVM does not work here (see docs/development.md): guests run under TCG.
 			"--use-emulation",
-			"--metrics-bind-address", "0", "--health-probe-bind-address", ctrlProbe,
+			"--metrics-bind-address", ControllerMetricsAddr(o), "--health-probe-bind-address", ctrlProbe,
 		},
 		Before: func(context.Context) error { return stack.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
 		Ready:  httpReady("http://" + ctrlProbe + "/readyz"),
@@ -158,6 +158,8 @@ func Components(o Options) ([]stack.Component, error) {
 			// virt-api's serving certificate doubles as its client certificate for virt-handler:
 			// both come from the stack's CA, which is also the handlers' CA.
 			"--handler-ca-file", o.Stack.CAFile(), "--handler-client-cert-file", certFile, "--handler-client-key-file", keyFile,
+			// No kube-rbac-proxy fronts it here, so it serves on the host's address.
+			"--metrics-bind-address", fmt.Sprintf(":%d", APIMetricsPort),
 		},
 		Before: func(context.Context) error {
 			_, _, err := o.Stack.IssueCert("virt-api", []string{"virt-api." + Namespace + ".svc"}, nil)
@@ -176,6 +178,25 @@ func Components(o Options) ([]stack.Component, error) {
 	}
 	out := []stack.Component{users, ctrlRewriter, controller, apiRewriter, virtAPI}
 	return append(out, nodeComponents(o)...), nil
+}
+
+// ControllerMetricsAddr is where virt-controller serves its metrics on the local stack.
+func ControllerMetricsAddr(o Options) string { return loopback(o.PortBase + 5) }
+
+// APIMetricsPort is virt-api's metrics port on its test host.
+const APIMetricsPort = 8080
+
+// APIMetricsURL is virt-api's metrics endpoint on its test host.
+func APIMetricsURL(o Options) (string, error) {
+	name := o.HostName
+	if name == "" {
+		name = hostName
+	}
+	h, err := o.Stack.Config().Net.AddHost(name)
+	if err != nil {
+		return "", fmt.Errorf("virt-api host: %w", err)
+	}
+	return fmt.Sprintf("http://%s:%d/metrics", h.IP, APIMetricsPort), nil
 }
 
 // hostName is the default test host that plays virt-api's pod.

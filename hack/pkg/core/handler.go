@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,9 @@ const (
 	// kubeletPods is the kubelet's pods directory as a node shows it to hostPath volumes.
 	kubeletPods = "/var/lib/kubelet/pods"
 )
+
+// HandlerMetricsPort is virt-handler's metrics port on its Pod's address.
+const HandlerMetricsPort = 8080
 
 // sidecarKubeconfig points a component at its rewriter sidecar on the Pod's loopback.
 const sidecarKubeconfig = `apiVersion: v1
@@ -74,7 +78,8 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 								"--pods-dir=" + kubeletPods,
 								"--tls-cert-file=/etc/virt-handler/certs/tls.crt", "--tls-key-file=/etc/virt-handler/certs/tls.key",
 								"--client-ca-file=/etc/virt-handler/certs/ca.crt",
-								"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:8081",
+								// No kube-rbac-proxy fronts it here, so it serves on the pod's address.
+								"--metrics-bind-address=:" + strconv.Itoa(HandlerMetricsPort), "--health-probe-bind-address=127.0.0.1:8081",
 								"--heartbeat-interval=30s",
 							},
 							Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{

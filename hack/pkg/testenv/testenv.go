@@ -160,12 +160,12 @@ func ping(ctx context.Context, kube kubernetes.Interface) error {
 	return nil
 }
 
-// FreePortBase finds five consecutive free ports for a private stack.
+// FreePortBase finds six consecutive free ports: a private stack uses five, the core six.
 func FreePortBase(n localnet.Net) (int, error) {
 	for try := 0; try < 50; try++ {
 		var b [2]byte
 		_, _ = rand.Read(b[:])
-		base := 20000 + int(b[0])<<5 + int(b[1])%32*5
+		base := 20000 + int(b[0])<<5 + int(b[1])%32*6
 		if allFree(base, n) {
 			return base, nil
 		}
@@ -174,7 +174,7 @@ func FreePortBase(n localnet.Net) (int, error) {
 }
 
 func allFree(base int, n localnet.Net) bool {
-	for p := base; p < base+5; p++ {
+	for p := base; p < base+6; p++ {
 		for _, host := range []string{"127.0.0.1", n.GatewayIP().String()} {
 			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 			if err != nil {

@@ -18,12 +18,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
+	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
 )
@@ -37,6 +41,7 @@ func main() {
 	handlerCA := flag.String("handler-ca-file", "", "CA of the virt-handler serving certificates; empty disables node commands (503)")
 	handlerCert := flag.String("handler-client-cert-file", "", "client certificate virt-api presents to virt-handler")
 	handlerKey := flag.String("handler-client-key-file", "", "key of the handler client certificate")
+	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); empty or 0 disables")
 	systemUsers := flag.String("system-users", defaultSystemUsers(), "comma-separated users that may change a VMI's spec (KubeVirt's own service accounts)")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.Parse()
@@ -51,7 +56,7 @@ func main() {
 	}
 	hooks := webhookConfig{listen: *webhookListen, systemUsers: users}
 	nodes := nodeConfig{port: *handlerPort, caFile: *handlerCA, certFile: *handlerCert, keyFile: *handlerKey}
-	if err := run(ctx, log, *listen, *certFile, *keyFile, hooks, nodes); err != nil {
+	if err := run(ctx, log, *listen, *certFile, *keyFile, *metricsAddr, hooks, nodes); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
@@ -92,7 +97,7 @@ type webhookConfig struct {
 	systemUsers map[string]bool
 }
 
-func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string, hooks webhookConfig, nodes nodeConfig) error {
+func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metricsAddr string, hooks webhookConfig, nodes nodeConfig) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -121,9 +126,16 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := apimetrics.New(reg)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	api := (&subresources.Server{Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Nodes: proxy, Log: log}).Handler()
 	srv := &http.Server{
 		Addr:              listen,
-		Handler:           (&subresources.Server{Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Nodes: proxy, Log: log}).Handler(),
+		Handler:           metrics.Instrument("subresources", apimetrics.SubresourceRoute, api),
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
@@ -134,16 +146,30 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile string
 	if hooks.listen != "" {
 		// The webhook listener sees only the sidecar, which does not present a client
 		// certificate; it is meant for loopback.
+		decided := func(path string, allowed bool) {
+			decision := "denied"
+			if allowed {
+				decision = "allowed"
+			}
+			metrics.Admissions.WithLabelValues(path, decision).Inc()
+		}
+		hookServer := &webhooks.Server{Presets: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks"), Decided: decided}
 		servers = append(servers, &http.Server{
 			Addr:              hooks.listen,
-			Handler:           (&webhooks.Server{Presets: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks")}).Handler(),
+			Handler:           metrics.Instrument("webhooks", apimetrics.WebhookRoute(webhooks.Paths...), hookServer.Handler()),
 			ReadHeaderTimeout: 30 * time.Second,
 			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		})
 	}
-	errc := make(chan error, len(servers))
+	errc := make(chan error, len(servers)+1)
 	for _, s := range servers {
 		go func() { errc <- fmt.Errorf("serve %s: %w", s.Addr, s.ListenAndServeTLS("", "")) }()
+	}
+	if metricsAddr != "" && metricsAddr != "0" {
+		// Plain HTTP on loopback: kube-rbac-proxy fronts it, as for the other components.
+		m := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 30 * time.Second}
+		go func() { errc <- fmt.Errorf("serve metrics %s: %w", m.Addr, m.ListenAndServe()) }()
+		servers = append(servers, m)
 	}
 	log.Info("serving subresources.kubevirt.io/v1", "addr", listen, "webhooks", hooks.listen)
 	var runErr error

@@ -40,6 +40,8 @@ type cluster struct {
 	kubevirt string
 	rest     *rest.Config
 	nodes    []string
+	// core is how the core was placed on the stack.
+	core core.Options
 }
 
 // startCluster builds the binaries, imports the guest image, and starts a stack of its own with
@@ -129,7 +131,7 @@ func startCluster(t testing.TB, nodes ...string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{stack: s, kubevirt: kv, rest: cfg, nodes: nodes}
+	return &cluster{stack: s, kubevirt: kv, rest: cfg, nodes: nodes, core: opts}
 }
 
 // dumpLogs prints the tail of every daemon's and Pod's log, which is what one needs to see why

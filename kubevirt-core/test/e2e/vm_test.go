@@ -220,7 +220,10 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 		t.Fatalf("after start: %v\nconsole so far:\n%s", err, con)
 	}
 
+	checkMetrics(t, c, kc)
+
 	t.Log("deleting the VM leaves nothing behind")
+	left := launcherFootprint(t, c, kc, vmi)
 	if err := kc.Delete(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +238,6 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 		if qemuRunning(vmi) {
 			return fmt.Errorf("QEMU still runs")
 		}
-		return nil
+		return left.gone(ctx)
 	})
 }

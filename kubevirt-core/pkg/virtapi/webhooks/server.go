@@ -42,7 +42,12 @@ type Server struct {
 	// accounts, because spec changes must go through its subresources.
 	SystemUsers map[string]bool
 	Log         *slog.Logger
+	// Decided, when set, learns every decision (for metrics).
+	Decided func(path string, allowed bool)
 }
+
+// Paths are the webhook paths the server answers.
+var Paths = []string{PathVMICreate, PathVMIUpdate, PathVM, PathVMIRS, PathMigration, PathPreset, PathVMIMutate, PathVMMutate}
 
 type admitFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 
@@ -75,6 +80,9 @@ func (s *Server) serve(path string, admit admitFunc) http.HandlerFunc {
 		req := review.Request
 		resp := admit(r.Context(), req)
 		resp.UID = req.UID
+		if s.Decided != nil {
+			s.Decided(path, resp.Allowed)
+		}
 		if !resp.Allowed {
 			s.Log.Info("denied", "path", path, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "user", req.UserInfo.Username, "message", resp.Result.Message)
 		}
