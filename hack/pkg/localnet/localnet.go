@@ -211,7 +211,14 @@ func (n Net) freeAddr() (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	taken := map[netip.Addr]bool{n.GatewayIP(): true}
+	taken, err := addrsInUse()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if taken == nil {
+		taken = map[netip.Addr]bool{}
+	}
+	taken[n.GatewayIP()] = true
 	for _, h := range hosts {
 		taken[h.IP] = true
 	}

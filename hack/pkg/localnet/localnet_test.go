@@ -1,6 +1,7 @@
 package localnet
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -60,5 +61,35 @@ func TestDefaultValidatesSubnet(t *testing.T) {
 		if err == nil && n.GatewayIP().String() != "10.213.0.1" {
 			t.Errorf("subnet %s: gateway %s", tc.subnet, n.GatewayIP())
 		}
+	}
+}
+
+// A namespace of ours that holds an address without a record (its maker was killed, or another
+// checkout made it) keeps that address.
+func TestFreeAddrSkipsAddressesOfUnrecordedNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	n := Net{Bridge: "unused", Subnet: netip.MustParsePrefix("10.9.0.0/29"), StateDir: t.TempDir()}
+	if err := os.MkdirAll(n.hostsDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("%sorphan-test-%d", NetNSPrefix, os.Getpid())
+	t.Cleanup(func() { _ = ip("netns", "del", ns) })
+	for _, step := range [][]string{
+		{"netns", "add", ns},
+		{"-n", ns, "link", "add", "orphan0", "type", "veth", "peer", "name", "orphan1"},
+		{"-n", ns, "addr", "add", "10.9.0.2/29", "dev", "orphan0"},
+	} {
+		if err := ip(step...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := n.freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "10.9.0.3" {
+		t.Fatalf("free address %s, want 10.9.0.3: 10.9.0.2 is held by %s", got, ns)
 	}
 }
