@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the tiny test guest from installed Debian packages only (no network): the cloud kernel
 # from /boot, a busybox initramfs whose init reads the NoCloud/ConfigDrive ISO (see rootfs/), and a
-# bootable disk (FAT + syslinux) carrying both, for containerDisk and PVC tests.
+# bootable disk (FAT + syslinux) carrying both, for containerDisk and PVC tests. The initramfs carries
+# qemu-ga, which the init starts on the guest agent's virtio-serial port.
 #
 # Output: <cache>/guest/<kernel-version>/{vmlinuz,initrd.img,disk.qcow2,cmdline}, where <cache> is
 # D8V_CACHE, $XDG_CACHE_HOME/d8-virtualization or ~/.cache/d8-virtualization (as build-k8s.sh).
@@ -9,7 +10,7 @@
 # output directory is the last line printed.
 #
 # Needs: linux-image-cloud-amd64 busybox-static cpio kmod syslinux syslinux-common mtools dosfstools
-# qemu-utils (hack/install-deps.sh installs them).
+# qemu-utils (hack/install-deps.sh installs them); qemu-guest-agent is taken from Debian's package.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,11 +36,35 @@ modules=(
   sd_mod sr_mod ata_piix ata_generic isofs button evdev
 )
 
+# qemu-guest-agent: the installed binary, else the one of Debian's package, downloaded once into the
+# cache (apt-get download: no install, nothing starts on the host). Its libraries come from the
+# host (ldd), which has them as QEMU's and libvirt's own.
+qga="/usr/sbin/qemu-ga"
+if [ ! -x "$qga" ]; then
+  debs="$cache_root/debs"
+  qga="$debs/qemu-guest-agent/usr/sbin/qemu-ga"
+  if [ ! -x "$qga" ]; then
+    mkdir -p "$debs"
+    dl="$(mktemp -d "$debs/.dl.XXXXXX")"
+    # A machine that never ran apt-get update has no package lists to download from.
+    (cd "$dl" && { apt-get download -q qemu-guest-agent >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get download -q qemu-guest-agent >/dev/null 2>&1; }; }) || {
+      rm -rf "$dl"
+      echo "guest: cannot get qemu-guest-agent (apt-get download qemu-guest-agent failed)" >&2
+      exit 1
+    }
+    dpkg-deb -x "$dl"/qemu-guest-agent_*.deb "$dl/x"
+    mv -T "$dl/x" "$debs/qemu-guest-agent" 2>/dev/null || true # another build may have won the race
+    rm -rf "$dl"
+  fi
+fi
+
 out="$cache_root/guest/$kver"
 stamp_want="$(
   {
     echo "kernel $kver $(stat -c '%s %Y' "/boot/vmlinuz-$kver")"
     echo "busybox $(stat -c '%s %Y' /bin/busybox)"
+    echo "qemu-ga $(stat -c '%s %Y' "$qga")"
     echo "modules ${modules[*]}"
     sha256sum "$here/build.sh"
     (cd "$rootfs" && find . -type f | LC_ALL=C sort | xargs sha256sum)
@@ -84,7 +109,15 @@ done
 ln -s bin/busybox "$root/init"
 ln -s ../bin/busybox "$root/sbin/init"
 cp -r "$rootfs/." "$root/"
-chmod 0755 "$root/etc/init.d/rcS" "$root/etc/init.d/rcK" "$root/etc/udhcpc.script" "$root/etc/acpi/PWRF/00000080"
+chmod 0755 "$root/etc/init.d/rcS" "$root/etc/init.d/rcK" "$root/etc/udhcpc.script" "$root/etc/acpi/PWRF/00000080" "$root/sbin/shutdown"
+
+# qemu-ga with the shared libraries and the loader it needs, at the paths ldd resolved them to.
+mkdir -p "$root/usr/sbin"
+cp "$qga" "$root/usr/sbin/qemu-ga"
+for lib in $(ldd "$qga" | grep -o '/[^ ]*'); do
+  mkdir -p "$root$(dirname "$lib")"
+  cp -L "$lib" "$root$lib"
+done
 
 # modprobe --show-depends prints one `insmod <path>` per module, dependencies first; built-in
 # modules print `builtin <name>` and need nothing.

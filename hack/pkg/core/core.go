@@ -160,6 +160,9 @@ func Components(o Options) ([]stack.Component, error) {
 			"--handler-ca-file", o.Stack.CAFile(), "--handler-client-cert-file", certFile, "--handler-client-key-file", keyFile,
 			// No kube-rbac-proxy fronts it here, so it serves on the host's address.
 			"--metrics-bind-address", fmt.Sprintf(":%d", APIMetricsPort),
+			// Here virt-controller and virt-api act as the stack's admin, not as KubeVirt's
+			// service accounts: they change VMI specs (volume hotplug) as that user.
+			"--system-users", "kubernetes-admin",
 		},
 		Before: func(context.Context) error {
 			_, _, err := o.Stack.IssueCert("virt-api", []string{"virt-api." + Namespace + ".svc"}, nil)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/hack/pkg/stack"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // Images of the core as the node agent runs them: it maps an image to the binary of the same
@@ -69,6 +70,14 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: handlerSA,
+					// The node labeller's data: what the launcher's libvirt offers guests here,
+					// under TCG as the stack's guests run (virt-controller --use-emulation).
+					InitContainers: []corev1.Container{{
+						Name:         "virt-launcher",
+						Image:        LauncherImage,
+						Command:      []string{"virt-launcher", "--node-labeller-dir=" + launcherapi.NodeLabellerDir, "--emulation"},
+						VolumeMounts: []corev1.VolumeMount{{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir}},
+					}},
 					Containers: []corev1.Container{
 						{
 							Name:  handlerName,
@@ -81,6 +90,7 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 								// No kube-rbac-proxy fronts it here, so it serves on the pod's address.
 								"--metrics-bind-address=:" + strconv.Itoa(HandlerMetricsPort), "--health-probe-bind-address=127.0.0.1:8081",
 								"--heartbeat-interval=30s",
+								"--node-labeller-dir=" + launcherapi.NodeLabellerDir, "--node-labeller-interval=10s",
 							},
 							Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 								FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"},
@@ -89,6 +99,7 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 								{Name: "kubelet-pods", MountPath: kubeletPods},
 								{Name: "certs", MountPath: "/etc/virt-handler/certs", ReadOnly: true},
 								{Name: "kubeconfig", MountPath: "/etc/virt-handler/kubeconfig", ReadOnly: true},
+								{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir, ReadOnly: true},
 							},
 						},
 						{
@@ -106,6 +117,7 @@ func handlerObjects(s *stack.Stack) ([]func(context.Context, kubernetes.Interfac
 						{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: handlerKubecfg},
 						}}},
+						{Name: launcherapi.NodeLabellerVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 				},
 			},

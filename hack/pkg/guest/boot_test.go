@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,11 @@ func baseDomain(t *testing.T, name, dir string) *libvirtxml.Domain {
 				Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
 				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
 			}},
+			// The guest agent's port, as KubeVirt gives every guest.
+			Channels: []libvirtxml.DomainChannel{{
+				Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind"}},
+				Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: "org.qemu.guest_agent.0"}},
+			}},
 		},
 	}
 }
@@ -201,6 +207,20 @@ func bootAndCheck(ctx context.Context, t *testing.T, conn *libvirt.Connect, spec
 	}
 	if !hasLease {
 		t.Error("eth0 got no DHCP address")
+	}
+
+	// The init starts qemu-ga on the agent's port; it names the OS from /etc/os-release.
+	var osinfo string
+	for i := 0; i < 30; i++ {
+		if osinfo, err = dom.QemuAgentCommand(`{"execute":"guest-get-osinfo"}`, 5, 0); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		t.Errorf("guest agent: %v", err)
+	} else if !strings.Contains(osinfo, `"id": "d8v-guest"`) && !strings.Contains(osinfo, `"id":"d8v-guest"`) {
+		t.Errorf("guest agent osinfo: %s", osinfo)
 	}
 
 	// Graceful stop, as KubeVirt does it: the ACPI power button, then the guest powers off itself.

@@ -205,6 +205,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	unshare, err := SharePodsDir(filepath.Join(cfg.RootDir, "pods"))
+	if err != nil {
+		return fmt.Errorf("pods dir: %w", err)
+	}
+	defer func() {
+		if err := unshare(); err != nil {
+			lg.Warn("pods dir", "err", err)
+		}
+	}()
 	if cfg.ImageStore != "" {
 		if err := os.MkdirAll(cfg.ImageStore, 0o755); err != nil {
 			return fmt.Errorf("image store: %w", err)

@@ -509,6 +509,7 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 	init := InitSpec{
 		Path: path, Argv: argv, Env: env, Dir: spec.WorkingDir, Hostname: podHostname(pod),
 		Mounts: mounts, LogFile: r.p.layout.LogFile(r.uid, c.name), Attempt: attempt,
+		PrivateDev: len(spec.VolumeDevices) > 0,
 	}
 	if r.state.NetHost != "" {
 		init.NetNS = filepath.Join("/run/netns", localnet.NetNSPrefix+r.state.NetHost)
@@ -621,9 +622,14 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 				}
 			}
 		}
-		ms = append(ms, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
+		ms = append(ms, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly,
+			HostToContainer: vm.MountPropagation != nil && *vm.MountPropagation == corev1.MountPropagationHostToContainer})
 	}
-	return ms, nil
+	devs, err := deviceMounts(spec, r.state.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	return append(ms, devs...), nil
 }
 
 // monitor waits for an attempt to end and posts its outcome. cmd is set for a shim this agent

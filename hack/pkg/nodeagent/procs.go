@@ -41,10 +41,12 @@ type InitSpec struct {
 	Dir      string   `json:"dir,omitempty"`
 	Hostname string   `json:"hostname"`
 	// NetNS is the network namespace file to enter (/run/netns/...); empty stays in the host's.
-	NetNS   string  `json:"netns,omitempty"`
-	Mounts  []Mount `json:"mounts"`
-	LogFile string  `json:"logFile"`
-	Attempt int     `json:"attempt"`
+	NetNS  string  `json:"netns,omitempty"`
+	Mounts []Mount `json:"mounts"`
+	// PrivateDev gives the container a /dev of its own (privateDev), for its volumeDevices.
+	PrivateDev bool   `json:"privateDev,omitempty"`
+	LogFile    string `json:"logFile"`
+	Attempt    int    `json:"attempt"`
 }
 
 // Mount is one bind mount inside the container's mount namespace.
@@ -52,6 +54,10 @@ type Mount struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// HostToContainer makes the mount a slave of the host's (kubelet's HostToContainer): mounts
+	// made later below the source on the node show in the container. Without it the mount is
+	// private, as kubelet's default (None) is.
+	HostToContainer bool `json:"hostToContainer,omitempty"`
 }
 
 // RunningInfo is what the shim records once the attempt's process exists.
@@ -340,8 +346,10 @@ func runInit(specPath string) int {
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWUTS); err != nil {
 		return fail(fmt.Errorf("unshare: %w", err))
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail(fmt.Errorf("make / private: %w", err))
+	// Slave, not private: a bind of a slave mount is a slave too, which HostToContainer mounts
+	// need; every other mount is made private right after it is bound (bindMount).
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fail(fmt.Errorf("make / slave: %w", err))
 	}
 	exeFd, exeErr := unix.Open(spec.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	// Every mount source is opened before anything is mounted, and mounted through /proc/self/fd,
@@ -355,6 +363,11 @@ func runInit(specPath string) int {
 			return fail(fmt.Errorf("mount %s: %w", m.Target, err))
 		}
 		sources[i] = src
+	}
+	if spec.PrivateDev {
+		if err := privateDev(); err != nil {
+			return fail(err)
+		}
 	}
 	for i, m := range mounts {
 		if err := bindMount(m, sources[i]); err != nil {
@@ -434,6 +447,11 @@ func bindMount(m Mount, src mountSource) error {
 	}
 	if err := unix.Mount(src.path, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", m.Source, m.Target, err)
+	}
+	if !m.HostToContainer {
+		if err := unix.Mount("", m.Target, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("make %s private: %w", m.Target, err)
+		}
 	}
 	if !m.ReadOnly {
 		return nil

@@ -64,6 +64,9 @@ func skipWS(src []byte, i int) int {
 
 func (s *scanner) ws() { s.pos = skipWS(s.src, s.pos) }
 
+// isSpace reports JSON whitespace; the first test settles the common case of any other byte.
+func isSpace(c byte) bool { return c <= ' ' && (c == ' ' || c == '\n' || c == '\t' || c == '\r') }
+
 func (s *scanner) peek() byte {
 	if s.pos >= len(s.src) {
 		s.failShort("unexpected end of input")
@@ -156,10 +159,14 @@ const (
 // specialBytes flags, in bit 7 of each byte, the bytes of v (eight input bytes,
 // little endian) that end a run of plain string bytes: '"', '\\' and control
 // characters. The lowest flagged byte is exact; flags above it may be false.
+//
+// It is the three zero-byte tests (z-lo)&^z&hi of v^'"', v^'\\' and v-0x20 with their common
+// factor taken out: xoring with a byte below 0x80 keeps bit 7, so &^x and &^y are &^v. This line
+// was a fifth of a restore's instructions; factored, it is 7% fewer for the whole restore.
 func specialBytes(v uint64) uint64 {
 	x := v ^ (swarLo * '"')
 	y := v ^ (swarLo * '\\')
-	return ((x-swarLo)&^x | (y-swarLo)&^y | (v-swarLo*0x20)&^v) & swarHi
+	return ((x - swarLo) | (y - swarLo) | (v - swarLo*0x20)) &^ v & swarHi
 }
 
 // plainLen returns the length of the run of plain string bytes at the start of
@@ -240,7 +247,8 @@ func stringEnd(src []byte, i int) (end int, esc bool, msg string) {
 //
 // This is where a restore spends most of its time (most of an object is not
 // rewritten), so it is one loop over the bytes with an explicit stack of open
-// brackets instead of a recursive descent.
+// brackets instead of a recursive descent. Every place tests for the byte it expects first and
+// looks for whitespace only when that fails: the apiserver writes none.
 func (s *scanner) skip() {
 	// Only the position and the innermost bracket live in registers; the stack of outer
 	// brackets is in s.stack, and every call below is followed by reloading what it could
@@ -253,7 +261,7 @@ func (s *scanner) skip() {
 	var c byte
 	var inKey bool
 	var j int
-value: // a value starts at pos
+value: // a value starts at pos, after whitespace
 	if pos >= n {
 		s.pos = pos
 		s.failShort("unexpected end of input")
@@ -272,7 +280,10 @@ value: // a value starts at pos
 			}
 		}
 		top = c + 2 // '}' and ']'
-		pos = skipWS(src, pos+1)
+		pos++
+		if pos < n && isSpace(src[pos]) {
+			pos = skipWS(src, pos)
+		}
 		if pos < n && src[pos] == top {
 			pos++
 			goto closed
@@ -282,30 +293,37 @@ value: // a value starts at pos
 		}
 		goto key
 	}
+	if isSpace(c) {
+		pos = skipWS(src, pos)
+		goto value
+	}
 	s.pos = pos
 	s.scalar(c)
 	src = s.src
 	n = len(src)
 	pos = s.pos
-after: // a value ended at pos
+after: // a value ended at pos, before whitespace
 	if top == 0 {
 		s.pos = pos
 		return
 	}
-	pos = skipWS(src, pos)
 	if pos >= n {
 		s.pos = pos
 		s.failShort("unexpected end of input")
 	}
 	c = src[pos]
 	if c == ',' {
-		pos = skipWS(src, pos+1)
+		pos++
 		if top == ']' {
 			goto value
 		}
 		goto key
 	}
 	if c != top {
+		if isSpace(c) {
+			pos = skipWS(src, pos)
+			goto after
+		}
 		s.pos = pos
 		s.fail("unexpected '" + string(c) + "'")
 	}
@@ -317,12 +335,16 @@ closed: // the innermost bracket was closed just before pos
 		s.stack = s.stack[:k-1]
 	}
 	goto after
-key: // an object key starts at pos
+key: // an object key starts at pos, after whitespace
 	if pos >= n {
 		s.pos = pos
 		s.failShort("unexpected end of input")
 	}
 	if src[pos] != '"' {
+		if isSpace(src[pos]) {
+			pos = skipWS(src, pos)
+			goto key
+		}
 		s.pos = pos
 		s.fail("expected string")
 	}
@@ -355,16 +377,20 @@ special:
 	if !inKey {
 		goto after
 	}
-	pos = skipWS(src, pos)
+colon: // a key ended at pos, before whitespace
 	if pos >= n {
 		s.pos = pos
 		s.failShort("unexpected end of input")
 	}
 	if src[pos] != ':' {
+		if isSpace(src[pos]) {
+			pos = skipWS(src, pos)
+			goto colon
+		}
 		s.pos = pos
 		s.fail("expected ':'")
 	}
-	pos = skipWS(src, pos+1)
+	pos++
 	goto value
 }
 

@@ -59,8 +59,6 @@ func (rw *Rewriter) LabelSelector(d Direction, s string) (string, error) {
 	return b.String(), nil
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
 func (rw *Rewriter) labelRequirement(d Direction, req string) (string, bool, error) {
 	i := 0
 	for i < len(req) && isSpace(req[i]) {

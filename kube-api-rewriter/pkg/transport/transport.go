@@ -175,12 +175,14 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 	}
 	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
 	if watch && resp.StatusCode == http.StatusOK {
-		resp.Body = t.restoreWatch(resp.Body, target, resourceLabel(ri))
+		resp.Body, resp.ContentLength = t.restoreWatch(resp.Body, target, resourceLabel(ri)), -1
 	} else {
-		resp.Body = t.restoreStream(resp.Body, target)
+		resp.Body, resp.ContentLength = t.restoreDocument(resp.Body, target)
 	}
-	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
+	if resp.ContentLength >= 0 {
+		resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	resp.Uncompressed = true
 	return resp, nil
 }
@@ -237,11 +239,19 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	return nil
 }
 
-// restoreStream restores a response document. Answers up to inMemoryLimit (nearly all of them)
-// are read whole and restored in one walk when the client first reads; larger ones are restored
-// as they arrive, list items one at a time, so that memory stays bounded whatever their size.
-func (t *RoundTripper) restoreStream(body io.ReadCloser, target rewrite.Target) io.ReadCloser {
-	return &documentBody{t: t, upstream: body, target: target}
+// restoreDocument restores a response document and returns its body and restored length, or -1.
+// Answers up to inMemoryLimit (nearly all of them) are read whole and restored in one walk here,
+// before the response is handed on, so that they go out with their length: the reverse proxy
+// then writes them as they are instead of in chunks flushed one by one, which cost a third of the
+// rewriter's extra time on a LIST of 200 pods. Larger ones are restored as they arrive, list items
+// one at a time, so that memory stays bounded whatever their size; their length is unknown.
+func (t *RoundTripper) restoreDocument(body io.ReadCloser, target rewrite.Target) (io.ReadCloser, int64) {
+	b := &documentBody{t: t, upstream: body, target: target}
+	b.load()
+	if b.stream != nil || b.err != io.EOF {
+		return b, -1
+	}
+	return b, int64(len(b.out))
 }
 
 // inMemoryLimit is the largest response restored in one piece. The in-memory walk costs what the
@@ -253,14 +263,12 @@ const inMemoryLimit = 1 << 20
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, inMemoryLimit+64<<10); return &b }}
 
 // documentBody is the restored body of a document. There is no goroutine between the upstream
-// and the client for a document restored in memory: the first Read reads and restores it, the
-// following ones copy it out.
+// and the client for a document restored in memory: Read copies out what restoreDocument made.
 type documentBody struct {
 	t        *RoundTripper
 	upstream io.ReadCloser
 	target   rewrite.Target
 
-	started   bool
 	inp, outp *[]byte // pooled, until the document has been handed out
 	out       []byte  // the restored document: out[opos:] is still to be read
 	opos      int
@@ -270,10 +278,6 @@ type documentBody struct {
 }
 
 func (b *documentBody) Read(p []byte) (int, error) {
-	if !b.started {
-		b.started = true
-		b.load()
-	}
 	if b.stream != nil {
 		return b.stream.Read(p)
 	}

@@ -28,10 +28,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
 )
@@ -46,6 +49,9 @@ type options struct {
 	certFile    string
 	keyFile     string
 	clientCA    string
+	// labellerDir holds the init container's node capabilities; empty leaves the labels alone.
+	labellerDir      string
+	labellerInterval time.Duration
 }
 
 func main() {
@@ -60,6 +66,8 @@ func main() {
 	flag.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate of the API, for the name virt-handler; empty disables the API")
 	flag.StringVar(&o.keyFile, "tls-key-file", "", "key of the serving certificate")
 	flag.StringVar(&o.clientCA, "client-ca-file", "", "CA of the client certificates virt-api presents")
+	flag.StringVar(&o.labellerDir, "node-labeller-dir", "", "directory where the init container (virt-launcher --node-labeller-dir) wrote the node's capabilities; empty disables the node labeller")
+	flag.DurationVar(&o.labellerInterval, "node-labeller-interval", 3*time.Minute, "how often the node's CPU and machine labels are made right again")
 	zo := zap.Options{}
 	zo.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -120,6 +128,7 @@ func run(o options) error {
 		PodsDir:    o.podsDir,
 		Events:     make(chan event.GenericEvent, 64),
 		TargetVMIs: incoming,
+		Hotplug:    &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir},
 	}
 	r.Conns = launcherconn.New(r.NotifyFunc(), log)
 	if err := r.SetupWithManager(mgr); err != nil {
@@ -132,6 +141,17 @@ func run(o options) error {
 	beater := &heartbeat.Beater{Kube: kube, NodeName: o.nodeName, Interval: o.heartbeat, Log: log}
 	if err := mgr.Add(manager.RunnableFunc(beater.Run)); err != nil {
 		return err
+	}
+	if o.labellerDir != "" {
+		caps, err := nodelabeller.Load(o.labellerDir, launcherapi.Arch())
+		if err != nil {
+			return err
+		}
+		l := &nodelabeller.Labeller{Kube: kube, NodeName: o.nodeName, Caps: caps, Interval: o.labellerInterval,
+			Log: log.With("part", "node-labeller"), RealtimeFile: "/proc/sys/kernel/sched_rt_runtime_us"}
+		if err := mgr.Add(manager.RunnableFunc(l.Run)); err != nil {
+			return err
+		}
 	}
 	if o.certFile != "" {
 		api := &rest.Server{Client: mgr.GetClient(), NodeName: o.nodeName, PodsDir: o.podsDir, Conns: r.Conns, Log: log}

@@ -57,6 +57,7 @@ type options struct {
 	emulation            bool
 	startTimeout         time.Duration
 	verbose              bool
+	nodeLabellerDir      string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -78,6 +79,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 4*time.Minute, "give up when no VMI arrived and started within this time")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")
+	fs.StringVar(&o.nodeLabellerDir, "node-labeller-dir", "", "instead of running a VMI, write what libvirt offers guests on this node into this directory for virt-handler's node labeller, and exit (the handler Pod's init container)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,6 +105,13 @@ func run(args []string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "virt-launcher")
 	slog.SetDefault(log)
 
+	if o.nodeLabellerDir != "" {
+		if err := dumpCapabilities(o, log); err != nil {
+			log.Error("node labeller", "err", err)
+			return launcher.ExitError
+		}
+		return 0
+	}
 	res := serve(o, log)
 	if res.ExitCode != launcher.ExitStopped {
 		log.Error("launcher ends", "reason", res.Reason, "message", res.Message, "exitCode", res.ExitCode)

@@ -186,12 +186,28 @@ func testProductMode(ctx context.Context, t *testing.T, conn *libvirt.Connect, u
 	}
 	qemu := guesttest.QemuPidOf(t, name)
 
-	t.Run("freeze needs a guest agent", func(t *testing.T) {
-		err := l.client.Freeze(ctx)
-		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "guest agent") {
-			t.Errorf("Freeze = %v, want FailedPrecondition about the guest agent", err)
+	t.Run("guest agent", func(t *testing.T) {
+		// The guest's init starts qemu-ga once the boot is far enough; the poller then reads it.
+		st := w.until(t, "guest agent connected", func(st *launcherapi.DomainStatus) bool {
+			return st.GuestAgentConnected && st.GuestOSInfo != nil && len(st.GuestInterfaces) > 0
+		})
+		if st.GuestOSInfo.ID != "d8v-guest" || st.Hostname != vmi.Name || st.GuestInterfaces[0].InterfaceName != "eth0" {
+			t.Errorf("agent's report in the status: os %+v, hostname %q, interfaces %+v", st.GuestOSInfo, st.Hostname, st.GuestInterfaces)
 		}
-		// Nothing is frozen, so there is nothing to thaw: that succeeds.
+		info, err := l.client.GuestInfo(ctx)
+		if err != nil || info.OS.ID != "d8v-guest" || info.GAVersion == "" || info.Timezone == "" {
+			t.Errorf("GuestInfo = %+v, %v", info, err)
+		}
+		// Unfreeze of what is not frozen succeeds; freeze and thaw go through the agent.
+		if err := l.client.Unfreeze(ctx); err != nil {
+			t.Errorf("Unfreeze: %v", err)
+		}
+		if err := l.client.Freeze(ctx); err != nil {
+			t.Fatalf("Freeze: %v", err)
+		}
+		if info, err := l.client.GuestInfo(ctx); err != nil || info.FSFreezeStatus != "frozen" {
+			t.Errorf("GuestInfo while frozen = %+v, %v", info, err)
+		}
 		if err := l.client.Unfreeze(ctx); err != nil {
 			t.Errorf("Unfreeze: %v", err)
 		}
@@ -280,6 +296,36 @@ func testProductMode(ctx context.Context, t *testing.T, conn *libvirt.Connect, u
 // libvirt directories, as the node agent runs the compute container: it must start its own
 // virtlogd and libvirtd there, refuse to start a second pair next to them, run the guest, stop
 // it on SIGTERM, and leave no process behind.
+// privateLibvirt is how a container of the node agent runs: a mount namespace with private
+// libvirt directories (a writable copy of the host's /etc/libvirt). It returns the command
+// prefix and environment that put a launcher there.
+func privateLibvirt(t *testing.T) (wrap, env []string) {
+	t.Helper()
+	for _, bin := range []string{"unshare", "mount"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not found", bin)
+		}
+	}
+	seed := t.TempDir()
+	if _, err := os.Stat("/etc/libvirt"); err == nil {
+		if out, err := exec.Command("cp", "-a", "/etc/libvirt/.", seed).CombinedOutput(); err != nil {
+			t.Fatalf("seed /etc/libvirt: %v: %s", err, out)
+		}
+	}
+	// Propagation "slave": the namespace's mounts stay in it; /tmp (state, sockets) is shared.
+	const script = `set -e
+for d in /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt; do
+	mkdir -p "$d"
+	mount -t tmpfs tmpfs "$d"
+done
+mkdir -p /etc/libvirt
+mount --bind "$D8V_TEST_SEED" /etc/libvirt
+exec "$@"
+`
+	return []string{"unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", script, "sh"},
+		[]string{"D8V_TEST_SEED=" + seed}
+}
+
 func TestOwnLibvirtd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mount namespace, libvirtd and QEMU")
@@ -297,28 +343,9 @@ func TestOwnLibvirtd(t *testing.T) {
 	}
 	store := imageStore(t, img)
 
-	// The container's /etc/libvirt is a writable copy of the image's; here, of the host's.
-	seed := t.TempDir()
-	if _, err := os.Stat("/etc/libvirt"); err == nil {
-		if out, err := exec.Command("cp", "-a", "/etc/libvirt/.", seed).CombinedOutput(); err != nil {
-			t.Fatalf("seed /etc/libvirt: %v: %s", err, out)
-		}
-	}
-	// Propagation "slave": the namespace's mounts stay in it; /tmp (state, sockets) is shared.
-	const script = `set -e
-for d in /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt; do
-	mkdir -p "$d"
-	mount -t tmpfs tmpfs "$d"
-done
-mkdir -p /etc/libvirt
-mount --bind "$D8V_TEST_SEED" /etc/libvirt
-exec "$@"
-`
 	vmi := testVMI("own")
-	l := startLauncher(ctx, t, vmi, store, launchOpts{
-		wrap: []string{"unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", script, "sh"},
-		env:  []string{"D8V_TEST_SEED=" + seed},
-	})
+	wrap, env := privateLibvirt(t)
+	l := startLauncher(ctx, t, vmi, store, launchOpts{wrap: wrap, env: env})
 	w := l.watch(ctx, t)
 	l.sync(ctx, t, vmi)
 	w.until(t, "Running", func(st *launcherapi.DomainStatus) bool { return st.State == launcherapi.StateRunning })

@@ -1,6 +1,6 @@
-// Package console opens a VMI's serial console or VNC stream the way `virtctl console` and
-// `virtctl vnc` do: a WebSocket with the plain.kubevirt.io subprotocol on the subresources.kubevirt.io
-// API, authenticated with the caller's kubeconfig.
+// Package console opens a VMI's serial console, VNC or port-forward stream the way `virtctl
+// console`, `virtctl vnc` and `virtctl port-forward` do: a WebSocket with the plain.kubevirt.io
+// subprotocol on the subresources.kubevirt.io API, authenticated with the caller's kubeconfig.
 package console
 
 import (
@@ -19,8 +19,19 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/wsrelay"
 )
 
-// URL is the stream's address on the cluster's API: ws or wss after the config's scheme.
+// The kinds whose subresources stream.
+const (
+	VMIs = "virtualmachineinstances"
+	VMs  = "virtualmachines"
+)
+
+// URL is the address of a VMI's stream on the cluster's API: ws or wss after the config's scheme.
 func URL(cfg *rest.Config, namespace, name, stream string) (string, error) {
+	return ResourceURL(cfg, VMIs, namespace, name, stream)
+}
+
+// ResourceURL is the address of the stream sub of a VMI or VM (resource VMIs or VMs).
+func ResourceURL(cfg *rest.Config, resource, namespace, name, sub string) (string, error) {
 	host := cfg.Host
 	if !strings.Contains(host, "://") {
 		// client-go takes a bare host:port as https.
@@ -39,7 +50,7 @@ func URL(cfg *rest.Config, namespace, name, stream string) (string, error) {
 		return "", fmt.Errorf("kubeconfig host %q: unsupported scheme", cfg.Host)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/apis/subresources.kubevirt.io/v1/namespaces/" + namespace +
-		"/virtualmachineinstances/" + name + "/" + stream
+		"/" + resource + "/" + name + "/" + sub
 	return u.String(), nil
 }
 
@@ -51,10 +62,34 @@ type Conn struct {
 	wmu    sync.Mutex
 }
 
-// Open connects to the VMI's stream ("console" or "vnc"). A refusal carries the server's message,
-// e.g. "VMI is not running".
+// Open connects to the VMI's stream ("console" or "vnc"). A refusal is a *RefusedError with the
+// server's message, e.g. "VMI is not running".
 func Open(ctx context.Context, cfg *rest.Config, namespace, name, stream string) (*Conn, error) {
-	target, err := URL(cfg, namespace, name, stream)
+	return OpenResource(ctx, cfg, VMIs, namespace, name, stream)
+}
+
+// PortForward connects to a port of a VMI's guest (resource VMIs) or of a VM's VMI (VMs), as
+// `virtctl port-forward` does for each connection; protocol is "tcp" or "udp". Each message
+// written is one datagram under udp.
+func PortForward(ctx context.Context, cfg *rest.Config, resource, namespace, name string, port int, protocol string) (*Conn, error) {
+	return OpenResource(ctx, cfg, resource, namespace, name, wsrelay.PortForward{Port: port, Protocol: protocol}.Path())
+}
+
+// RefusedError is the server's answer to a stream it did not open.
+type RefusedError struct {
+	// Code is the HTTP status, Message the body (a Status as JSON, usually).
+	Code    int
+	Message string
+	what    string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("open %s: %d %s: %s", e.what, e.Code, http.StatusText(e.Code), e.Message)
+}
+
+// OpenResource connects to the stream sub of a VMI or VM (resource VMIs or VMs).
+func OpenResource(ctx context.Context, cfg *rest.Config, resource, namespace, name, sub string) (*Conn, error) {
+	target, err := ResourceURL(cfg, resource, namespace, name, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +113,9 @@ func Open(ctx context.Context, cfg *rest.Config, namespace, name, stream string)
 		if resp != nil {
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return nil, fmt.Errorf("open %s of %s/%s: %s: %s", stream, namespace, name, resp.Status, strings.TrimSpace(string(body)))
+			return nil, &RefusedError{Code: resp.StatusCode, Message: strings.TrimSpace(string(body)), what: fmt.Sprintf("%s of %s/%s", sub, namespace, name)}
 		}
-		return nil, fmt.Errorf("open %s of %s/%s: %w", stream, namespace, name, err)
+		return nil, fmt.Errorf("open %s of %s/%s: %w", sub, namespace, name, err)
 	}
 	return &Conn{ws: ws}, nil
 }

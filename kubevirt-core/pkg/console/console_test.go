@@ -30,6 +30,15 @@ func TestURL(t *testing.T) {
 	}
 }
 
+func TestResourceURL(t *testing.T) {
+	sub := wsrelay.PortForward{Port: 8080, Protocol: "udp"}.Path()
+	got, err := ResourceURL(&rest.Config{Host: "https://10.0.0.1:6443"}, VMs, "ns", "vm", sub)
+	want := "wss://10.0.0.1:6443/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/portforward/8080/udp"
+	if err != nil || got != want {
+		t.Errorf("got %q, %v; want %q", got, err, want)
+	}
+}
+
 var up = websocket.Upgrader{Subprotocols: []string{wsrelay.PlainSubprotocol}}
 
 // TestRelayChain runs the console path with the real relays: client -> "virt-api" (Pair) ->

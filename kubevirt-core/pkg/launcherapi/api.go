@@ -97,14 +97,19 @@ type DomainStatus struct {
 	// Result is set once the guest is gone for good.
 	Result     *Result     `json:"result,omitempty"`
 	Interfaces []Interface `json:"interfaces,omitempty"`
-	// GuestOSInfo and Hostname come from the guest when it tells them (cloud-init hostname).
-	Hostname string `json:"hostname,omitempty"`
+	// GuestOSInfo and Hostname come from the guest agent while one is connected.
+	GuestOSInfo *kubevirtv1.VirtualMachineInstanceGuestOSInfo `json:"guestOSInfo,omitempty"`
+	Hostname    string                                        `json:"hostname,omitempty"`
+	// GuestInterfaces are the guest's NICs as its agent reports them.
+	GuestInterfaces []GuestInterface `json:"guestInterfaces,omitempty"`
 	// Frozen reports filesystems frozen through the guest agent.
 	Frozen bool `json:"frozen,omitempty"`
 	// GuestAgentConnected reports a responsive guest agent channel.
 	GuestAgentConnected bool `json:"guestAgentConnected,omitempty"`
 	// Migration is the state of an outgoing or incoming migration, if any.
 	Migration *MigrationStatus `json:"migration,omitempty"`
+	// HotplugVolumes are the hotplugged disks the domain has (hotplug.go), by volume name.
+	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
 }
 
 // MigrationStatus reports a live migration from the launcher's point of view.

@@ -54,6 +54,8 @@ type Server interface {
 	Watch(*Empty, grpc.ServerStreamingServer[DomainStatus]) error
 	// MigrationServer moves a running guest to another launcher (see migration.go).
 	MigrationServer
+	// GuestAgentServer tells what the guest agent reports (see guestagent.go).
+	GuestAgentServer
 }
 
 // unary builds the method entry of a unary call of Server.
@@ -94,6 +96,7 @@ var serviceDesc = grpc.ServiceDesc{
 		unary("PrepareMigrationTarget", Server.PrepareMigrationTarget),
 		unary("Migrate", Server.Migrate),
 		unary("CancelMigration", Server.CancelMigration),
+		unary("GuestInfo", Server.GuestInfo),
 	},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Watch",

@@ -17,6 +17,7 @@ import (
 // recorder is a launcher that remembers the VMI it got and streams two states.
 type recorder struct {
 	UnimplementedMigrationServer
+	UnimplementedGuestAgentServer
 	synced string
 }
 

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // kindOf names the kind of a built object: the builders leave TypeMeta empty, as typed clients do.
@@ -325,6 +327,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			"--client-ca-file=" + certDir + "/ca.crt",
 			"--metrics-bind-address=" + metricsAddr,
 			"--health-probe-bind-address=:" + strconv.Itoa(probePort),
+			"--node-labeller-dir=" + launcherapi.NodeLabellerDir,
 		},
 		Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"},
@@ -339,6 +342,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			{Name: "kubelet-pods", MountPath: kubeletPods, MountPropagation: ptr(corev1.MountPropagationHostToContainer)},
 			{Name: "certificates", MountPath: certDir, ReadOnly: true},
 			{Name: "kubeconfig", MountPath: kubeconfigDir(HandlerName), ReadOnly: true},
+			{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir, ReadOnly: true},
 		},
 		Resources:       requests("10m", "128Mi"),
 		ImagePullPolicy: in.PullPolicy,
@@ -346,8 +350,22 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	// KubeVirt's node labeller init container: the launcher image's libvirt, asked what this node
+	// offers guests (KVM when /dev/kvm opens, else TCG), leaves its answers for the handler.
+	labeller := corev1.Container{
+		Name:                     "virt-launcher",
+		Image:                    in.Images.Launcher,
+		Command:                  []string{"virt-launcher"},
+		Args:                     []string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir},
+		VolumeMounts:             []corev1.VolumeMount{{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir}},
+		Resources:                requests("10m", "64Mi"),
+		ImagePullPolicy:          in.PullPolicy,
+		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: HandlerServiceAccount,
+		InitContainers:     []corev1.Container{labeller},
 		Containers:         []corev1.Container{handler, in.rewriter("")},
 		Volumes: []corev1.Volume{
 			{Name: "kubelet-pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
@@ -355,6 +373,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			}}},
 			secretVolume("certificates", HandlerServerCertSecret),
 			kubeconfigVolume(),
+			{Name: launcherapi.NodeLabellerVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		},
 		// KubeVirt's handler runs on nodes reserved for critical add-ons too.
 		Tolerations:      []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},

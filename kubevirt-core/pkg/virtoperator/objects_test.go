@@ -236,7 +236,8 @@ func TestWorkloads(t *testing.T) {
 			kind: "DaemonSet", name: HandlerName, account: HandlerServiceAccount,
 			args: []string{"--kubeconfig=/etc/virt-handler/kubeconfig/kubeconfig", "--pods-dir=/var/lib/kubelet/pods",
 				"--listen=:8186", "--tls-cert-file=/etc/virt-handler/certs/tls.crt", "--tls-key-file=/etc/virt-handler/certs/tls.key",
-				"--client-ca-file=/etc/virt-handler/certs/ca.crt", "--health-probe-bind-address=:8081"},
+				"--client-ca-file=/etc/virt-handler/certs/ca.crt", "--health-probe-bind-address=:8081",
+				"--node-labeller-dir=/var/lib/kubevirt-node-labeller"},
 			rewriterArgs: []string{"--api-listen=127.0.0.1:23915"},
 			certSecrets:  []string{HandlerServerCertSecret},
 			env:          "NODE_NAME",
@@ -297,7 +298,7 @@ func TestWorkloads(t *testing.T) {
 					}
 				}
 			}
-			for _, c := range spec.Containers {
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
 				for _, m := range c.VolumeMounts {
 					if _, ok := vols[m.Name]; !ok {
 						t.Errorf("container %s mounts missing volume %s", c.Name, m.Name)
@@ -320,6 +321,18 @@ func TestWorkloads(t *testing.T) {
 	hp := ds.Spec.Template.Spec.Volumes[0]
 	if hp.HostPath == nil || hp.HostPath.Path != "/var/lib/kubelet/pods" {
 		t.Errorf("handler's first volume %+v is not the kubelet's pods directory", hp)
+	}
+	// The node labeller's init container writes into the emptyDir the handler reads.
+	inits := ds.Spec.Template.Spec.InitContainers
+	if len(inits) != 1 || inits[0].Image != "d8v.local/virt-launcher:dev" ||
+		!slices.Equal(inits[0].Args, []string{"--node-labeller-dir=/var/lib/kubevirt-node-labeller"}) ||
+		len(inits[0].VolumeMounts) != 1 || inits[0].VolumeMounts[0].Name != "node-labeller" {
+		t.Errorf("handler's init containers %+v", inits)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "node-labeller" && v.EmptyDir == nil {
+			t.Errorf("node-labeller volume %+v is not an emptyDir", v)
+		}
 	}
 }
 
@@ -455,7 +468,7 @@ func TestRBAC(t *testing.T) {
 		{role: HandlerServiceAccount,
 			must: []access{
 				{"kubevirt.io", "virtualmachineinstances", "watch"}, {"kubevirt.io", "virtualmachineinstances", "update"},
-				{"", "pods", "list"}, {"", "pods/status", "patch"}, {"", "nodes", "patch"},
+				{"", "pods", "list"}, {"", "pods/status", "patch"}, {"", "nodes", "patch"}, {"", "nodes", "get"},
 			},
 			mustNot: []access{{"kubevirt.io", "virtualmachineinstances", "delete"}, {"", "pods", "create"}, {"", "secrets", "get"}},
 		},

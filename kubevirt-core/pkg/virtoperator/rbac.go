@@ -70,8 +70,10 @@ func HandlerRules() []rbacv1.PolicyRule {
 		// vmisync: the launcher pods on its node and their readiness gate; rest: a VMI's launcher.
 		rule(core, read, "pods"),
 		rule(core, []string{"patch"}, "pods/status"),
-		// heartbeat: the node's annotation and schedulable label.
-		rule(core, []string{"patch"}, "nodes"),
+		// heartbeat: the node's annotation and schedulable label; node labeller: its labels.
+		rule(core, []string{"get", "patch"}, "nodes"),
+		// hotplug: where a hotplugged claim's volume is on the node.
+		rule(core, []string{"get"}, "persistentvolumeclaims", "persistentvolumes"),
 	}
 }
 
@@ -82,7 +84,8 @@ func APIRules() []rbacv1.PolicyRule {
 		// requests.
 		rule(kubevirt, []string{"get", "patch"}, "virtualmachines"),
 		rule(kubevirt, []string{"patch"}, "virtualmachines/status"),
-		rule(kubevirt, []string{"get"}, "virtualmachineinstances"),
+		// subresources: addvolume and removevolume of a VMI patch its volumes.
+		rule(kubevirt, []string{"get", "patch"}, "virtualmachineinstances"),
 		// webhooks: the VMI mutator applies presets.
 		rule(kubevirt, []string{"list"}, "virtualmachineinstancepresets"),
 		// subresources: a forced restart deletes the launcher; the node proxy finds the handlers.

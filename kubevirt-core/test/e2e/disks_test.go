@@ -159,11 +159,22 @@ func readGuestDisk(t *testing.T, con *guesttest.Console, dev string, sector int6
 // are deleted at the end of the test.
 func hostPathClaim(t *testing.T, kc client.Client, ns, name string, size resource.Quantity) (string, string) {
 	t.Helper()
-	ctx := testenv.Context(t)
 	dir := t.TempDir()
-	class := "e2e-hostpath"
-	fsMode := corev1.PersistentVolumeFilesystem
 	hostDir := corev1.HostPathDirectory
+	staticClaim(t, kc, ns, name, size, corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostDir},
+	}, nil)
+	return name, dir
+}
+
+// staticClaim creates a PersistentVolume of src in the given volume mode, pinned to nodes by
+// affinity when set, and a claim of that name bound to it, and waits until it is bound. Both are
+// deleted at the end of the test.
+func staticClaim(t *testing.T, kc client.Client, ns, name string, size resource.Quantity, mode corev1.PersistentVolumeMode,
+	src corev1.PersistentVolumeSource, affinity *corev1.VolumeNodeAffinity) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	class := "e2e-static"
 	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
@@ -172,10 +183,9 @@ func hostPathClaim(t *testing.T, kc client.Client, ns, name string, size resourc
 			AccessModes:                   rwo,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			StorageClassName:              class,
-			VolumeMode:                    &fsMode,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostDir},
-			},
+			VolumeMode:                    &mode,
+			PersistentVolumeSource:        src,
+			NodeAffinity:                  affinity,
 			// Bound to this claim only, so that no other test's claim takes it.
 			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name},
 		},
@@ -185,7 +195,7 @@ func hostPathClaim(t *testing.T, kc client.Client, ns, name string, size resourc
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      rwo,
 			StorageClassName: &class,
-			VolumeMode:       &fsMode,
+			VolumeMode:       &mode,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
@@ -227,5 +237,4 @@ func hostPathClaim(t *testing.T, kc client.Client, ns, name string, size resourc
 		}
 		return nil
 	})
-	return name, dir
 }

@@ -47,6 +47,12 @@ func TestVMNodeCases(t *testing.T) {
 		{"Restart", testRestart},
 		{"RerunOnFailure", testRerunOnFailure},
 		{"Disks", testDisks},
+		{"VolumeTypes", testVolumeTypes},
+		{"NodeLabels", testNodeLabels},
+		{"VNC", testVNC},
+		{"PortForward", testPortForward},
+		{"GuestAgent", testGuestAgent},
+		{"Hotplug", testHotplug},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

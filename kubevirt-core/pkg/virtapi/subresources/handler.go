@@ -49,15 +49,25 @@ func (s *Server) Handler() http.Handler {
 		"stop":    withOptions(StopPlan),
 		"restart": withOptions(RestartPlan),
 		"migrate": withOptions(MigratePlan),
+		// Volume hotplug (volumes.go).
+		"addvolume":    volumePlan(true),
+		"removevolume": volumePlan(false),
 	} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachines/{name}/"+name, s.authorized("update", "virtualmachines", name, s.vmHandler(cmd)))
 	}
 	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("update", "virtualmachineinstances", name, s.vmiHandler(name)))
 	}
-	for _, name := range []string{"console", "vnc", "guestosinfo"} {
+	for name, add := range map[string]bool{"addvolume": true, "removevolume": false} {
+		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("update", "virtualmachineinstances", name, s.vmiVolumeHandler(add)))
+	}
+	for _, name := range []string{"console", "vnc"} {
 		mux.HandleFunc("GET "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("get", "virtualmachineinstances", name, s.vmiHandler(name)))
 	}
+	for name := range GuestAgentSubresources {
+		mux.HandleFunc("GET "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("get", "virtualmachineinstances", name, s.guestAgentHandler(name)))
+	}
+	s.portForwardRoutes(mux, prefix)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.Auth.Authenticate(r); err != nil {
 			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
@@ -70,16 +80,16 @@ func (s *Server) Handler() http.Handler {
 // resources is the discovery document; the aggregator checks it to mark the APIService available.
 var resources = func() []metav1.APIResource {
 	var out []metav1.APIResource
-	for _, sub := range []string{"start", "stop", "restart", "migrate"} {
+	for _, sub := range []string{"start", "stop", "restart", "migrate", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachines/" + sub, Namespaced: true, Kind: "VirtualMachine", Verbs: []string{"update"}})
 	}
-	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
+	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"update"}})
 	}
-	for _, sub := range []string{"console", "vnc", "guestosinfo"} {
+	for _, sub := range []string{"console", "vnc", "guestosinfo", "userlist", "filesystemlist"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"get"}})
 	}
-	return out
+	return append(out, portForwardResources...)
 }()
 
 func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
@@ -216,8 +226,7 @@ func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 			apistatus.Write(w, serr)
 			return
 		}
-		if s.Nodes == nil || cmd == "guestosinfo" {
-			// guestosinfo comes from a guest agent, which no guest here runs yet.
+		if s.Nodes == nil {
 			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
 			return
 		}

@@ -50,7 +50,7 @@ func ValidateVMICommand(cmd string, vmi *kubevirtv1.VirtualMachineInstance) *api
 		if cmd == "softreboot" && hasCondition(vmi, kubevirtv1.VirtualMachineInstancePaused, corev1.ConditionTrue) {
 			return vmiConflict(vmi.Name, "VMI is paused")
 		}
-	case "unfreeze", "guestosinfo":
+	case "unfreeze":
 		if !running {
 			return vmiConflict(vmi.Name, "VMI is not running")
 		}

@@ -69,7 +69,8 @@ func validateDisksHaveVolumes(path *field.Path, spec *kubevirtv1.VirtualMachineI
 	return causes
 }
 
-// validateVolumes rejects duplicate volume names and oversized or ambiguous cloud-init user data.
+// validateVolumes rejects duplicate volume names, oversized or ambiguous cloud-init user data and
+// incomplete hostDisks.
 func validateVolumes(path *field.Path, volumes []kubevirtv1.Volume) []metav1.StatusCause {
 	var causes []metav1.StatusCause
 	seen := map[string]int{}
@@ -80,6 +81,33 @@ func validateVolumes(path *field.Path, volumes []kubevirtv1.Volume) []metav1.Sta
 			seen[v.Name] = i
 		}
 		causes = append(causes, validateCloudInit(path.Index(i), v)...)
+		causes = append(causes, validateHostDisk(path.Index(i).Child("hostDisk"), v.HostDisk)...)
+	}
+	return causes
+}
+
+// validateHostDisk applies KubeVirt's rules to a hostDisk volume: a path, a known type, and a
+// capacity only where the disk may be created. (A missing capacity for DiskOrCreate is fine
+// while the image exists; the launcher rejects it when it has to create one.)
+func validateHostDisk(path *field.Path, hd *kubevirtv1.HostDisk) []metav1.StatusCause {
+	if hd == nil {
+		return nil
+	}
+	var causes []metav1.StatusCause
+	if hd.Path == "" {
+		p := path.Child("path")
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueNotFound,
+			Message: fmt.Sprintf("%s is required for hostDisk volume", p), Field: p.String()})
+	}
+	typ := path.Child("type")
+	if hd.Type != kubevirtv1.HostDiskExists && hd.Type != kubevirtv1.HostDiskExistsOrCreate {
+		causes = append(causes, invalid(fmt.Sprintf("%s has invalid value '%s', allowed are '%s' or '%s'",
+			typ, hd.Type, kubevirtv1.HostDiskExists, kubevirtv1.HostDiskExistsOrCreate), typ))
+	}
+	if hd.Type == kubevirtv1.HostDiskExists && !hd.Capacity.IsZero() {
+		p := path.Child("capacity")
+		causes = append(causes, invalid(fmt.Sprintf("%s is allowed to pass only with %s equal to '%s'",
+			p, typ, kubevirtv1.HostDiskExistsOrCreate), p))
 	}
 	return causes
 }

@@ -37,6 +37,8 @@ type Decision struct {
 	NotBefore time.Time
 	// ConsumeRequests is how many leading state change requests this decision fulfils.
 	ConsumeRequests int
+	// VolumeRequestsApplied drops status.volumeRequests: the reconcile carried them out.
+	VolumeRequestsApplied bool
 }
 
 func finished(vmi *kubevirtv1.VirtualMachineInstance) bool {

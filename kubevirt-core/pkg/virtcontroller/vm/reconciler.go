@@ -75,13 +75,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The webhook rejects such a VM; one that predates it waits here for a fix.
 		return ctrl.Result{}, r.writeStatus(ctx, vm, vmi, strategy, Decision{}, now)
 	}
+	volumesApplied, err := r.applyVolumeRequests(ctx, vm, vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	d := Decide(vm, vmi, strategy, now)
+	d.VolumeRequestsApplied = volumesApplied
 	var requeue time.Duration
 	switch d.Action {
 	case Create:
 		if wait := d.NotBefore.Sub(now); wait > 0 {
 			requeue = wait
-			d = Decision{}
+			d = Decision{VolumeRequestsApplied: d.VolumeRequestsApplied}
 			break
 		}
 		vmi = NewVMI(vm)

@@ -24,6 +24,9 @@ func Status(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstanc
 	if len(st.StateChangeRequests) == 0 {
 		st.StateChangeRequests = nil
 	}
+	if d.VolumeRequestsApplied {
+		st.VolumeRequests = nil
+	}
 	st.Conditions = conditions(vm, vmi, now)
 	st.PrintableStatus = printable(vm, vmi, strategy, st.StartFailure, d, now)
 	return st

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/d8virt/kubevirt-core/pkg/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
@@ -250,8 +251,14 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: containerDisksVol, MountPath: containerDisksDir, ReadOnly: true})
 	}
+	// virt-handler mounts hotplugged volumes into this emptyDir on the node while the Pod runs;
+	// only HostToContainer propagation lets the compute container see them.
+	hostToContainer := corev1.MountPropagationHostToContainer
+	vols = append(vols, empty(hotplug.DisksVolume))
+	mounts = append(mounts, corev1.VolumeMount{Name: hotplug.DisksVolume, MountPath: hotplug.DisksDir, MountPropagation: &hostToContainer})
 	for _, v := range vmi.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+		// Hotpluggable claims come through an attachment Pod (hotplug.go), never the launcher's.
+		if v.PersistentVolumeClaim == nil || hotplug.Pluggable(&v) {
 			continue
 		}
 		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
@@ -259,9 +266,13 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 				ClaimName: v.PersistentVolumeClaim.ClaimName, ReadOnly: v.PersistentVolumeClaim.ReadOnly,
 			},
 		}})
-		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: pvcMountDir + "/" + v.Name})
+		// A block claim reaches the container as a device (launcherVolumeDevices), not a mount.
+		if !launcherapi.BlockVolume(vmi, v.Name) {
+			mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: pvcMountDir + "/" + v.Name})
+		}
 	}
-	return vols, mounts
+	hostVols, hostMounts := hostDiskVolumes(vmi)
+	return append(vols, hostVols...), append(mounts, hostMounts...)
 }
 
 // NewLauncherPod builds the virt-launcher Pod of a VMI as KubeVirt v1.6 shapes it (naming, labels,
@@ -289,6 +300,7 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 				Command:         LauncherCommand(vmi, cfg),
 				Resources:       launcherResources(vmi),
 				VolumeMounts:    mounts,
+				VolumeDevices:   launcherVolumeDevices(vmi),
 				Env: []corev1.EnvVar{{
 					Name:      "POD_NAME",
 					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},

@@ -188,15 +188,28 @@ func TestLauncherVolumes(t *testing.T) {
 			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets",
 				"data": "/var/run/kubevirt-private/vmi-disks/data"},
 		},
+		{
+			name: "a hotpluggable PVC comes through an attachment pod, not the launcher's",
+			volumes: []kubevirtv1.Volume{{Name: "hot", VolumeSource: kubevirtv1.VolumeSource{
+				PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true,
+					PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pvc-2"}},
+			}}},
+			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Every launcher has the volume hotplugged disks are mounted into.
+			c.wantMounts["hotplug-disks"] = "/var/run/kubevirt/hotplug-disks"
 			pod := NewLauncherPod(newVMI(func(v *kubevirtv1.VirtualMachineInstance) { v.Spec.Volumes = c.volumes }), cfg)
 			got := map[string]string{}
 			for _, m := range pod.Spec.Containers[0].VolumeMounts {
 				got[m.Name] = m.MountPath
 				if m.Name == "container-disks" && !m.ReadOnly {
 					t.Error("container disk store mounted writable")
+				}
+				if m.Name == "hotplug-disks" && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
+					t.Errorf("hotplug-disks propagation %v, want HostToContainer", m.MountPropagation)
 				}
 			}
 			if !maps.Equal(got, c.wantMounts) {

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
@@ -43,6 +44,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("virtualmachineinstance").
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		Owns(&corev1.Pod{}).
+		// Attachment Pods are the launcher Pod's, not the VMI's (hotplug.go).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.attachmentPodVMI)).
 		Complete(r)
 }
 
@@ -106,7 +109,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		logger.Info("released VMI: no launcher pod left")
 		return ctrl.Result{}, nil
 	case CreatePod:
-		pod := NewLauncherPod(vmi, r.Launcher)
+		// The Pod holds block claims as devices, which it knows from the claims syncClaims just
+		// recorded in d (the VMI's own status gets them only below).
+		withClaims := vmi.DeepCopy()
+		withClaims.Status.VolumeStatus = d.Status.VolumeStatus
+		pod := NewLauncherPod(withClaims, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create launcher pod: %w", err)
 		}
@@ -114,6 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if vmi.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if err := r.syncHotplug(ctx, vmi, Launcher(pods), &d); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.writeVMI(ctx, vmi, d)
 }

@@ -2,9 +2,12 @@ package vmi
 
 import (
 	"fmt"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // ReasonPVCNotFound is KubeVirt's reason on Synchronized=False while a VMI waits for a claim its
@@ -86,6 +89,40 @@ func claimInfo(pvc *corev1.PersistentVolumeClaim) *kubevirtv1.PersistentVolumeCl
 		info.Requests = pvc.Spec.Resources.Requests.DeepCopy()
 	}
 	return info
+}
+
+// launcherVolumeDevices are the compute container's devices: every claim in volume mode Block
+// (as the volume status records it) at launcherapi.VolumeDevicePath, where the launcher opens it.
+func launcherVolumeDevices(vmi *kubevirtv1.VirtualMachineInstance) []corev1.VolumeDevice {
+	var out []corev1.VolumeDevice
+	for _, v := range vmi.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && launcherapi.BlockVolume(vmi, v.Name) {
+			out = append(out, corev1.VolumeDevice{Name: v.Name, DevicePath: launcherapi.VolumeDevicePath(v.Name)})
+		}
+	}
+	return out
+}
+
+// hostDiskVolumes mount the directory of every hostDisk image into the compute container at
+// <pvcMountDir>/<volume>, as KubeVirt does; the launcher finds (or creates) the image there.
+func hostDiskVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volume, []corev1.VolumeMount) {
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for _, v := range vmi.Spec.Volumes {
+		if v.HostDisk == nil {
+			continue
+		}
+		// Only DiskOrCreate may make the directory; a Disk's image must be there already.
+		dirType := corev1.HostPathDirectory
+		if v.HostDisk.Type == kubevirtv1.HostDiskExistsOrCreate {
+			dirType = corev1.HostPathDirectoryOrCreate
+		}
+		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: filepath.Dir(v.HostDisk.Path), Type: &dirType},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: pvcMountDir + "/" + v.Name})
+	}
+	return vols, mounts
 }
 
 // missingClaimMessage is KubeVirt's message for a VMI whose claim does not exist.

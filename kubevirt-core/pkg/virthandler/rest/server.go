@@ -1,5 +1,6 @@
 // Package rest is virt-handler's API for virt-api: the VMI commands that need the node (pause,
-// unpause, freeze, unfreeze, softreboot) and the console and VNC streams. virt-api reaches it over
+// unpause, freeze, unfreeze, softreboot), the guest agent's reports (guestosinfo, userlist,
+// filesystemlist) and the console and VNC streams. virt-api reaches it over
 // mutual TLS at the handler Pod's IP, with the paths KubeVirt's handler serves.
 package rest
 
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -41,7 +43,7 @@ type Server struct {
 	Log      *slog.Logger
 
 	mu       sync.Mutex
-	sessions map[string]func() // stream key -> closes the running session
+	sessions map[string]*session // stream key -> the running session
 }
 
 // Handler routes the API.
@@ -57,8 +59,13 @@ func (s *Server) Handler() http.Handler {
 	} {
 		mux.HandleFunc("PUT "+base+cmd, s.command(cmd, call))
 	}
+	for sub, view := range guestViews {
+		mux.HandleFunc("GET "+base+sub, s.guestInfo(sub, view))
+	}
 	mux.HandleFunc("GET "+base+"console", s.stream("console", launcherapi.SerialSocketName))
 	mux.HandleFunc("GET "+base+"vnc", s.stream("vnc", launcherapi.VNCSocketName))
+	mux.HandleFunc("GET "+base+"portforward/{port}", s.portForward)
+	mux.HandleFunc("GET "+base+"portforward/{port}/{protocol}", s.portForward)
 	return mux
 }
 
@@ -156,39 +163,52 @@ func (s *Server) stream(kind, socketName string) http.HandlerFunc {
 			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("%s of VMI %s is not available: %v", kind, v.Name, err)))
 			return
 		}
-		ws, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
+		s.relay(w, r, v, kind, guest, kind+"/"+string(v.UID))
+	}
+}
+
+// relay upgrades the request and copies between the WebSocket and guest until either ends.
+// A session key makes the stream exclusive: a new session with the same key ends this one.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, v *kubevirtv1.VirtualMachineInstance, kind string, guest net.Conn, key string) {
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		_ = guest.Close()
+		return // Upgrade has answered the client.
+	}
+	sess := &session{}
+	sess.end = func() {
+		sess.once.Do(func() {
 			_ = guest.Close()
-			return // Upgrade has answered the client.
-		}
-		key := kind + "/" + string(v.UID)
-		var once sync.Once
-		end := func() {
-			once.Do(func() {
-				_ = guest.Close()
-				_ = ws.Close()
-			})
-		}
+			_ = ws.Close()
+		})
+	}
+	defer sess.end()
+	if key != "" {
 		s.mu.Lock()
 		if s.sessions == nil {
-			s.sessions = map[string]func(){}
+			s.sessions = map[string]*session{}
 		}
 		if old := s.sessions[key]; old != nil {
-			old()
+			old.end()
 		}
-		s.sessions[key] = end
+		s.sessions[key] = sess
 		s.mu.Unlock()
 		defer func() {
 			s.mu.Lock()
-			if s.sessions[key] != nil {
-				// Only this session's own entry may go: a newer one may have replaced it.
+			// Only this session's own entry may go: a newer one may have replaced it.
+			if s.sessions[key] == sess {
 				delete(s.sessions, key)
 			}
 			s.mu.Unlock()
-			end()
 		}()
-		s.Log.Info("stream opened", "stream", kind, "vmi", v.Namespace+"/"+v.Name)
-		wsrelay.Raw(ws, guest)
-		s.Log.Info("stream closed", "stream", kind, "vmi", v.Namespace+"/"+v.Name)
 	}
+	s.Log.Info("stream opened", "stream", kind, "vmi", v.Namespace+"/"+v.Name)
+	wsrelay.Raw(ws, guest)
+	s.Log.Info("stream closed", "stream", kind, "vmi", v.Namespace+"/"+v.Name)
+}
+
+// session is one running stream; end closes both of its sides.
+type session struct {
+	once sync.Once
+	end  func()
 }

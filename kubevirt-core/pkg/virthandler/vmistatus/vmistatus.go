@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
@@ -96,6 +97,7 @@ func Compute(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *launc
 			}, now)
 		}
 		st.Interfaces = interfaces(vmi, pod, dom)
+		guestAgent(&st, dom, metav1.NewTime(now.Truncate(time.Second)))
 	}
 	return st
 }
@@ -106,6 +108,7 @@ func finish(st *kubevirtv1.VirtualMachineInstanceStatus, clean bool, reason, msg
 		st.Phase = kubevirtv1.Succeeded
 	}
 	st.Conditions = vmicond.Remove(st.Conditions, kubevirtv1.VirtualMachineInstancePaused)
+	st.Conditions = vmicond.Remove(st.Conditions, kubevirtv1.VirtualMachineInstanceAgentConnected)
 	st.Conditions = vmicond.Set(st.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
 		Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse, Reason: reason, Message: msg,
 	}, now)
@@ -202,5 +205,5 @@ func interfaces(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *la
 			others = append(others, out)
 		}
 	}
-	return append(podIfaces, others...)
+	return withGuestInterfaces(append(podIfaces, others...), dom.GuestInterfaces, podNetworks)
 }

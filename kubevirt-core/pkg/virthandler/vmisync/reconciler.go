@@ -26,6 +26,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmistatus"
 )
@@ -47,6 +48,8 @@ type Reconciler struct {
 	// means this handler is never a migration target.
 	TargetVMIs cache.Cache
 	Now        func() time.Time
+	// Hotplug brings hotplugged volumes into the launchers (hotplug.go); nil leaves them alone.
+	Hotplug *hotplug.Volumes
 }
 
 // NotifyFunc is the launcherconn.Notify that feeds r.Events.
@@ -116,6 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	st := vmistatus.Compute(v, pod, dom, r.now())
+	hotplugErr := r.syncHotplug(ctx, v, pod, dom, &st)
 	if err := r.writeStatus(ctx, v, st); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -126,6 +130,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if vmistatus.Final(st.Phase) && pod != nil {
 		r.Conns.Close(pod.UID)
+	}
+	if hotplugErr != nil {
+		// The status written holds what did succeed; the rest is retried with back-off.
+		return ctrl.Result{}, hotplugErr
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }

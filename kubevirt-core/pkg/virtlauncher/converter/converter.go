@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"libvirt.org/go/libvirtxml"
+
+	"github.com/d8virt/kubevirt-core/pkg/hotplug"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // DefaultMachineType is what KubeVirt uses on x86_64 when neither the VMI nor the cluster picks one.
@@ -127,6 +130,7 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 		return nil, err
 	}
 	dom.Devices.Disks = disks
+	dom.Devices.Controllers = append(dom.Devices.Controllers, hotplugControllers(machine)...)
 	if needSCSI {
 		dom.Devices.Controllers = append(dom.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: new(uint), Model: "virtio-scsi"})
 	}
@@ -372,6 +376,10 @@ func convertDisks(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) ([
 			return nil, false, fmt.Errorf("%s: volume %q: volume type not supported by this launcher", field, d.Name)
 		}
 		path := c.VolumePaths[d.Name]
+		if path == "" && hotplug.Pluggable(vol) {
+			// Hotplugged disks join the running domain once virt-handler brings their volume.
+			continue
+		}
 		if path == "" {
 			return nil, false, fmt.Errorf("%s: volume %q: no file prepared for it", field, d.Name)
 		}
@@ -419,6 +427,10 @@ func convertDisks(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) ([
 			Serial: d.Serial,
 			// The alias lets events and status map the device back to the VMI's disk name.
 			Alias: &libvirtxml.DomainAlias{Name: AliasPrefix + d.Name},
+		}
+		if launcherapi.BlockVolume(vmi, d.Name) {
+			// The claim's device node itself, which libvirt attaches as <disk type='block'>.
+			disk.Source = &libvirtxml.DomainDiskSource{Block: &libvirtxml.DomainDiskSourceBlock{Dev: path}}
 		}
 		if readOnly {
 			disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}

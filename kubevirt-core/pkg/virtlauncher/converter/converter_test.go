@@ -198,6 +198,33 @@ func TestDomain(t *testing.T) {
 				`<alias name="ua-data"></alias>`,
 			},
 		},
+		{
+			name: "block claim, filesystem claim, hostDisk and config drive",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+				v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks,
+					kubevirtv1.Disk{Name: "blk", DiskDevice: virtio}, kubevirtv1.Disk{Name: "data", DiskDevice: virtio},
+					kubevirtv1.Disk{Name: "host", DiskDevice: virtio})
+				v.Spec.Volumes[1].VolumeSource = kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserData: "#!/bin/sh\n"}}
+				claim := kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}
+				v.Spec.Volumes = append(v.Spec.Volumes, kubevirtv1.Volume{Name: "blk", VolumeSource: claim},
+					kubevirtv1.Volume{Name: "data", VolumeSource: claim},
+					kubevirtv1.Volume{Name: "host", VolumeSource: kubevirtv1.VolumeSource{HostDisk: &kubevirtv1.HostDisk{Path: "/srv/host.img"}}})
+				v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{
+					{Name: "blk", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{VolumeMode: ptr(k8sv1.PersistentVolumeBlock)}},
+					{Name: "data", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{VolumeMode: ptr(k8sv1.PersistentVolumeFilesystem)}},
+				}
+				c.VolumePaths["blk"] = "/dev/blk"
+			},
+			want: []string{
+				`<disk type="block" device="disk">`,
+				`<source dev="/dev/blk"></source>`,
+				`<source file="/pvc/data/disk.img"></source>`,
+				`<source file="/srv/host.img"></source>`,
+				`<target dev="vde" bus="virtio"></target>`,
+			},
+			notWant: []string{`<source file="/dev/blk">`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

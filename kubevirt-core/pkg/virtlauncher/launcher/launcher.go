@@ -24,6 +24,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/feed"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/guestagent"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/network"
 )
 
@@ -205,6 +206,10 @@ type Manager struct {
 	podNIC string
 	// mig is the live migration into or out of this launcher, nil without one (migration.go).
 	mig *migration
+	// hp is the hotplugged disks of the domain (hotplug.go).
+	hp hotplugState
+	// agentPoller reads the guest agent while the domain loop runs (guestagent.go).
+	agentPoller *guestagent.Poller
 
 	// Fed by libvirt's callbacks and the commands, read by the domain loop.
 	events     chan libvirt.DomainEventLifecycle
@@ -301,7 +306,8 @@ func (m *Manager) Start(ctx context.Context, vmi *kubevirtv1.VirtualMachineInsta
 			return invalidVMI(fmt.Errorf("this launcher runs VMI %s/%s (uid %s), not %s/%s (uid %s)",
 				running.Namespace, running.Name, running.UID, vmi.Namespace, vmi.Name, vmi.UID))
 		}
-		return nil
+		// The domain runs: a later Sync may only bring hotplugged volumes.
+		return m.syncHotplug(ctx, vmi)
 	}
 	if finished {
 		// Stopped before it started: the Pod is on its way out and must not start a guest now.
@@ -435,6 +441,7 @@ func (m *Manager) subscribe(name string) error {
 		}
 		m.mu.Lock()
 		m.agent = ev.State == libvirt.CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED
+		m.kickAgentPoller()
 		m.mu.Unlock()
 		m.pokeLoop()
 	})
@@ -727,6 +734,7 @@ func (m *Manager) loop(dom *libvirt.Domain, st *loopState) {
 	// A safety net in case libvirt drops an event: poll the state now and then.
 	poll := time.NewTicker(5 * time.Second)
 	defer poll.Stop()
+	defer m.startAgentPoller(dom, log)()
 	defer func() {
 		if st.grace != nil {
 			st.grace.Stop()
@@ -858,13 +866,16 @@ func (m *Manager) stoppedWith(st *loopState, res Result, reason string) {
 func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return launcherapi.DomainStatus{
+	s := launcherapi.DomainStatus{
 		Defined:             true,
 		Interfaces:          m.withGuestIPs(st.ifaces),
 		GuestAgentConnected: m.agent,
 		Frozen:              m.frozen,
 		Migration:           m.migrationStatus(),
+		HotplugVolumes:      m.hotplugStatus(),
 	}
+	m.withGuestAgent(&s)
+	return s
 }
 
 // refresh reads the domain's state and publishes the status if it changed. It returns false when

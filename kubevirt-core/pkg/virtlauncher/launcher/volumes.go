@@ -14,8 +14,49 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/d8virt/kubevirt-core/pkg/hotplug"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cloudinit"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 )
+
+// prepareCloudInit writes the data source ISO of a cloudInitNoCloud or cloudInitConfigDrive
+// volume into dir and returns its path.
+func prepareCloudInit(ctx context.Context, dir string, vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, field string) (string, error) {
+	var data cloudinit.Data
+	var err error
+	var path string
+	if v.CloudInitNoCloud != nil {
+		field += ".cloudInitNoCloud"
+		data, err = cloudinit.NoCloudData(vmi, v.CloudInitNoCloud, field)
+		path = filepath.Join(dir, "noCloud-"+v.Name+".iso")
+	} else {
+		field += ".cloudInitConfigDrive"
+		// The drive's uuid is the one the guest's firmware reports, as config drive readers expect.
+		data, err = cloudinit.ConfigDriveData(vmi, v.CloudInitConfigDrive, converter.DomainUUID(vmi), field)
+		path = filepath.Join(dir, "configDrive-"+v.Name+".iso")
+	}
+	if err != nil {
+		return "", invalidVMI(err)
+	}
+	if err := cloudinit.WriteISO(ctx, path, data); err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return path, nil
+}
+
+// checkBlockDevice makes sure path is a block device: a claim whose device did not reach the Pod
+// must not make QEMU open whatever file sits there.
+func checkBlockDevice(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode(); m&os.ModeDevice == 0 || m&os.ModeCharDevice != 0 {
+		return fmt.Errorf("%s is not a block device", path)
+	}
+	return nil
+}
 
 // prepareVolumes creates what each volume needs on disk and returns the file of each.
 // Errors about the VMI's own fields are InvalidVMIErrors; a missing image or PVC file is not, as it
@@ -28,6 +69,10 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 	paths := map[string]string{}
 	for i := range vmi.Spec.Volumes {
 		v := &vmi.Spec.Volumes[i]
+		if hotplug.Pluggable(v) {
+			// Not in the Pod yet: virt-handler brings it to the running domain (hotplug.go).
+			continue
+		}
 		field := fmt.Sprintf("spec.volumes[%d]", i)
 		var path string
 		switch {
@@ -57,19 +102,20 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 			if err := qemuImg(ctx, "create", "-q", "-f", "qcow2", path, strconv.FormatInt(size, 10)); err != nil {
 				return nil, fmt.Errorf("%s.emptyDisk: %w", field, err)
 			}
-		case v.CloudInitNoCloud != nil:
-			data, err := cloudinit.NoCloudData(vmi, v.CloudInitNoCloud, field+".cloudInitNoCloud")
-			if err != nil {
-				return nil, invalidVMI(err)
-			}
-			path = filepath.Join(cfg.StateDir, "noCloud-"+v.Name+".iso")
-			if err := cloudinit.WriteISO(ctx, path, data); err != nil {
-				return nil, fmt.Errorf("%s.cloudInitNoCloud: %w", field, err)
+		case v.CloudInitNoCloud != nil, v.CloudInitConfigDrive != nil:
+			var err error
+			if path, err = prepareCloudInit(ctx, cfg.StateDir, vmi, v, field); err != nil {
+				return nil, err
 			}
 		case v.HostDisk != nil:
 			var err error
-			if path, err = prepareHostDisk(v.HostDisk, field+".hostDisk"); err != nil {
+			if path, err = prepareHostDisk(v, mountDir, field+".hostDisk", dirBytesAvailable); err != nil {
 				return nil, err
+			}
+		case v.PersistentVolumeClaim != nil && launcherapi.BlockVolume(vmi, v.Name):
+			path = launcherapi.VolumeDevicePath(v.Name)
+			if err := checkBlockDevice(path); err != nil {
+				return nil, fmt.Errorf("%s.persistentVolumeClaim %q: %w", field, v.PersistentVolumeClaim.ClaimName, err)
 			}
 		case v.PersistentVolumeClaim != nil:
 			var err error
@@ -118,9 +164,6 @@ func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume
 	if info == nil {
 		return "", fmt.Errorf("no %s, and the VMI's volume status has no claim to size a new one from", path)
 	}
-	if info.VolumeMode != nil && *info.VolumeMode == corev1.PersistentVolumeBlock {
-		return "", fmt.Errorf("claims in volume mode %s are not supported", corev1.PersistentVolumeBlock)
-	}
 	free, err := available(dir)
 	if err != nil {
 		return "", fmt.Errorf("free space for %s: %w", path, err)
@@ -156,12 +199,20 @@ func pvcImageSize(info *kubevirtv1.PersistentVolumeClaimInfo, avail int64) (int6
 	if size == 0 {
 		return 0, fmt.Errorf("claim %s is too small for a disk: it must hold at least 1MiB", info.ClaimName)
 	}
+	return fitImageSize("claim "+info.ClaimName, size, avail)
+}
+
+// fitImageSize is the size of a new image of size bytes, for what, on a file system with avail
+// bytes to spare: size when it fits, else what there is when that falls short by no more than
+// lessPVCSpaceTolerationPercent, as KubeVirt tolerates provisioners that give a little less.
+func fitImageSize(what string, size, avail int64) (int64, error) {
+	const mib = 1 << 20
 	if size <= avail {
 		return size, nil
 	}
 	if size*(100-lessPVCSpaceTolerationPercent)/100 > avail {
-		return 0, fmt.Errorf("not enough space: claim %s asks for %d bytes, only %d are free, beyond the %d%% toleration",
-			info.ClaimName, size, max(avail, 0), lessPVCSpaceTolerationPercent)
+		return 0, fmt.Errorf("not enough space: %s asks for %d bytes, only %d are free, beyond the %d%% toleration",
+			what, size, max(avail, 0), lessPVCSpaceTolerationPercent)
 	}
 	// Whole sectors at least: the guest sees the image as a block device.
 	return avail / mib * mib, nil
@@ -191,34 +242,39 @@ func createSparseFile(path string, size int64) error {
 	return f.Close()
 }
 
-// prepareHostDisk checks the hostDisk file, creating a sparse one for type DiskOrCreate.
-func prepareHostDisk(hd *kubevirtv1.HostDisk, field string) (string, error) {
+// prepareHostDisk returns the image of a hostDisk volume: the launcher Pod holds the image's
+// directory at <mountDir>/<volume>, as KubeVirt mounts it. For type DiskOrCreate a missing image
+// is created sparse with the volume's capacity (less when space is short, within the toleration).
+// available tells the free bytes of a directory's file system.
+func prepareHostDisk(v *kubevirtv1.Volume, mountDir, field string, available func(string) (int64, error)) (string, error) {
+	hd := v.HostDisk
 	if hd.Path == "" {
 		return "", invalidVMI(fmt.Errorf("%s.path: empty", field))
 	}
-	_, err := os.Stat(hd.Path)
+	dir := filepath.Join(mountDir, v.Name)
+	path := filepath.Join(dir, filepath.Base(hd.Path))
+	_, err := os.Stat(path)
 	switch {
 	case err == nil:
-		return hd.Path, nil
+		return path, nil
 	case !errors.Is(err, os.ErrNotExist) || hd.Type != kubevirtv1.HostDiskExistsOrCreate:
-		return "", fmt.Errorf("%s.path: %w", field, err)
+		return "", fmt.Errorf("%s.path %s: %w", field, hd.Path, err)
 	}
 	size := hd.Capacity.Value()
 	if size <= 0 {
 		return "", invalidVMI(fmt.Errorf("%s.capacity: required to create %s", field, hd.Path))
 	}
-	if err := os.MkdirAll(filepath.Dir(hd.Path), 0o755); err != nil {
-		return "", fmt.Errorf("%s.path: %w", field, err)
-	}
-	f, err := os.OpenFile(hd.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	free, err := available(dir)
 	if err != nil {
-		return "", fmt.Errorf("%s.path: %w", field, err)
+		return "", fmt.Errorf("%s.path: free space for %s: %w", field, hd.Path, err)
 	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return "", fmt.Errorf("%s.path: size %s: %w", field, hd.Path, err)
+	if size, err = fitImageSize("hostDisk "+hd.Path, size, free-minimumPVCReserveBytes); err != nil {
+		return "", fmt.Errorf("%s.capacity: %w", field, err)
 	}
-	return hd.Path, nil
+	if err := createSparseFile(path, size); err != nil {
+		return "", fmt.Errorf("%s.path %s: %w", field, hd.Path, err)
+	}
+	return path, nil
 }
 
 func qemuImg(ctx context.Context, args ...string) error {

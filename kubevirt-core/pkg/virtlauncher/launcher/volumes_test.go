@@ -1,7 +1,10 @@
 package launcher
 
 import (
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 )
 
 const mib = 1 << 20
@@ -63,7 +68,7 @@ func TestPVCImageSize(t *testing.T) {
 }
 
 func TestPreparePVCDisk(t *testing.T) {
-	fsMode, blockMode := corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeBlock
+	fsMode := corev1.PersistentVolumeFilesystem
 	withMode := func(info *kubevirtv1.PersistentVolumeClaimInfo, m *corev1.PersistentVolumeMode) *kubevirtv1.PersistentVolumeClaimInfo {
 		info.VolumeMode = m
 		return info
@@ -84,7 +89,6 @@ func TestPreparePVCDisk(t *testing.T) {
 		{name: "existing image kept as it is", info: claimInfo("128Mi", ""), existing: []byte("guest data"), free: 1 << 40, wantSize: 10},
 		{name: "existing image needs no claim status", existing: []byte("guest data"), wantSize: 10},
 		{name: "no claim status", free: 1 << 40, wantErr: "no claim to size"},
-		{name: "block mode", info: withMode(claimInfo("128Mi", ""), &blockMode), free: 1 << 40, wantErr: "not supported"},
 		{name: "claim not mounted", info: claimInfo("128Mi", ""), noMount: true, free: 1 << 40, wantErr: "no such file"},
 		{name: "too little space", info: claimInfo("128Mi", ""), free: 64 * mib, wantErr: "not enough space"},
 	}
@@ -156,5 +160,146 @@ func TestDirBytesAvailable(t *testing.T) {
 	}
 	if _, err := dirBytesAvailable(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("no error for a missing directory")
+	}
+}
+
+func TestPrepareHostDisk(t *testing.T) {
+	tests := []struct {
+		name     string
+		hd       kubevirtv1.HostDisk
+		existing []byte
+		free     int64
+		wantSize int64
+		wantErr  string
+		invalid  bool
+	}{
+		{name: "DiskOrCreate creates a sparse image", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExistsOrCreate, Capacity: resource.MustParse("64Mi")},
+			free: 1 << 40, wantSize: 64 * mib},
+		{name: "DiskOrCreate keeps an existing image", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExistsOrCreate, Capacity: resource.MustParse("64Mi")},
+			existing: []byte("guest data"), wantSize: 10},
+		{name: "Disk uses an existing image", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExists}, existing: []byte("guest data"), wantSize: 10},
+		{name: "Disk does not create one", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExists}, wantErr: "no such file"},
+		{name: "DiskOrCreate without capacity", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExistsOrCreate}, wantErr: "capacity: required", invalid: true},
+		{name: "less space within the toleration", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExistsOrCreate, Capacity: resource.MustParse("100Mi")},
+			free: 96 * mib, wantSize: 95 * mib},
+		{name: "not enough space", hd: kubevirtv1.HostDisk{Type: kubevirtv1.HostDiskExistsOrCreate, Capacity: resource.MustParse("100Mi")},
+			free: 50 * mib, wantErr: "not enough space"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mountDir := t.TempDir()
+			// The Pod holds the directory of /srv/vm/disk.img at <mountDir>/host.
+			dir := filepath.Join(mountDir, "host")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			img := filepath.Join(dir, "disk.img")
+			if tt.existing != nil {
+				if err := os.WriteFile(img, tt.existing, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hd := tt.hd
+			hd.Path = "/srv/vm/disk.img"
+			vol := &kubevirtv1.Volume{Name: "host", VolumeSource: kubevirtv1.VolumeSource{HostDisk: &hd}}
+			available := func(d string) (int64, error) {
+				if d != dir {
+					t.Errorf("free space asked for %s, want the mounted directory %s", d, dir)
+				}
+				return tt.free, nil
+			}
+			path, err := prepareHostDisk(vol, mountDir, "spec.volumes[2].hostDisk", available)
+			if tt.wantErr != "" {
+				var inv *InvalidVMIError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.As(err, &inv) != tt.invalid {
+					t.Fatalf("got %s, %v; want an error with %q (invalid VMI: %v)", path, err, tt.wantErr, tt.invalid)
+				}
+				return
+			}
+			if err != nil || path != img {
+				t.Fatalf("got %s, %v; want %s", path, err, img)
+			}
+			fi, err := os.Stat(img)
+			if err != nil || fi.Size() != tt.wantSize {
+				t.Fatalf("image: %v, %v; want %d bytes", fi, err, tt.wantSize)
+			}
+		})
+	}
+}
+
+func TestCheckBlockDevice(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ path, wantErr string }{
+		{path: file, wantErr: "not a block device"},
+		{path: "/dev/null", wantErr: "not a block device"},
+		{path: filepath.Join(t.TempDir(), "missing"), wantErr: "no such file"},
+	}
+	// A loop device stands in for a real claim wherever one exists.
+	if m, _ := filepath.Glob("/dev/loop[0-9]*"); len(m) > 0 {
+		tests = append(tests, struct{ path, wantErr string }{path: m[0]})
+	}
+	for _, tt := range tests {
+		err := checkBlockDevice(tt.path)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s: %v, want error %q", tt.path, err, tt.wantErr)
+		}
+	}
+}
+
+func TestPrepareCloudInit(t *testing.T) {
+	if _, err := exec.LookPath("isoinfo"); err != nil {
+		t.Skip("isoinfo is not installed")
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns1", "uid-1"
+	tests := []struct {
+		name     string
+		src      kubevirtv1.VolumeSource
+		wantFile string
+		wantISO  map[string]string // path on the ISO -> content
+		wantErr  string
+	}{
+		{
+			name:     "NoCloud",
+			src:      kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserData: "#!/bin/sh\n"}},
+			wantFile: "noCloud-ci.iso",
+			wantISO:  map[string]string{"/user-data": "#!/bin/sh\n", "/meta-data": "instance-id: ns1.vm1\nlocal-hostname: vm1\n"},
+		},
+		{
+			name:     "ConfigDrive carries the domain's UUID",
+			src:      kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserData: "#!/bin/sh\n"}},
+			wantFile: "configDrive-ci.iso",
+			wantISO: map[string]string{"/openstack/latest/user_data": "#!/bin/sh\n",
+				"/openstack/latest/meta_data.json": `{"instance_id":"vm1.ns1","hostname":"vm1","uuid":"` + converter.DomainUUID(vmi) + `"}`},
+		},
+		{
+			name:    "invalid data is the VMI's fault",
+			src:     kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserDataBase64: "!!"}},
+			wantErr: "spec.volumes[1].cloudInitConfigDrive.userDataBase64",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, err := prepareCloudInit(context.Background(), dir, vmi, &kubevirtv1.Volume{Name: "ci", VolumeSource: tt.src}, "spec.volumes[1]")
+			if tt.wantErr != "" {
+				var inv *InvalidVMIError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &inv) {
+					t.Fatalf("got %s, %v; want an invalid VMI error with %q", path, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || path != filepath.Join(dir, tt.wantFile) {
+				t.Fatalf("got %s, %v; want %s", path, err, tt.wantFile)
+			}
+			for name, want := range tt.wantISO {
+				if out, _ := exec.Command("isoinfo", "-R", "-i", path, "-x", name).Output(); string(out) != want {
+					t.Errorf("%s holds %q, want %q", name, out, want)
+				}
+			}
+		})
 	}
 }

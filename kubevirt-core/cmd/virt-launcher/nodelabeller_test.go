@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
+)
+
+// TestNodeLabellerMode runs the handler Pod's init container as the node agent would (its own
+// libvirtd in a private mount namespace) and reads what it wrote back as virt-handler does.
+func TestNodeLabellerMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mount namespace and libvirtd")
+	}
+	wrap, env := privateLibvirt(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	argv := append(append(wrap, os.Args[0]), "--node-labeller-dir", dir, "--emulation")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), runAsLauncher+"=1"), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("virt-launcher --node-labeller-dir: %v\n%s", err, out)
+	}
+	caps, err := nodelabeller.Load(dir, launcherapi.Arch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.HostModel == "" || caps.Vendor == "" || len(caps.UsableModels) == 0 || len(caps.Features) == 0 || len(caps.Machines) == 0 {
+		t.Errorf("little known about this node: %+v", caps)
+	}
+	labels := nodelabeller.Labels(caps, nil, false)
+	if labels["host-model-cpu.node.kubevirt.io/"+caps.HostModel] != "true" || labels["machine-type.node.kubevirt.io/q35"] != "true" {
+		t.Errorf("labels %v", labels)
+	}
+}

@@ -1,0 +1,142 @@
+package vmi
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func claimVolume(name, claim string) kubevirtv1.Volume {
+	return kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+}
+
+func claimStatus(name string, mode corev1.PersistentVolumeMode) kubevirtv1.VolumeStatus {
+	return kubevirtv1.VolumeStatus{Name: name, PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: name, VolumeMode: &mode}}
+}
+
+// TestLauncherVolumeTypes checks how block claims and hostDisks reach the compute container, by
+// the Pod entries of the volumes in question only.
+func TestLauncherVolumeTypes(t *testing.T) {
+	hostDisk := func(name, path string, typ kubevirtv1.HostDiskType) kubevirtv1.Volume {
+		return kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{HostDisk: &kubevirtv1.HostDisk{
+			Path: path, Type: typ, Capacity: resource.MustParse("1Gi")}}}
+	}
+	dir, dirOrCreate := corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate
+	cases := []struct {
+		name        string
+		volumes     []kubevirtv1.Volume
+		status      []kubevirtv1.VolumeStatus
+		wantVolumes []corev1.Volume
+		wantMounts  []corev1.VolumeMount
+		wantDevices []corev1.VolumeDevice
+	}{
+		{
+			name:    "block claim is a device at /dev/<volume>",
+			volumes: []kubevirtv1.Volume{claimVolume("blk", "pvc-b")},
+			status:  []kubevirtv1.VolumeStatus{claimStatus("blk", corev1.PersistentVolumeBlock)},
+			wantVolumes: []corev1.Volume{{Name: "blk", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pvc-b"}}}},
+			wantDevices: []corev1.VolumeDevice{{Name: "blk", DevicePath: "/dev/blk"}},
+		},
+		{
+			name:    "filesystem claim stays a mount",
+			volumes: []kubevirtv1.Volume{claimVolume("data", "pvc-d")},
+			status:  []kubevirtv1.VolumeStatus{claimStatus("data", corev1.PersistentVolumeFilesystem)},
+			wantVolumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "pvc-d"}}}},
+			wantMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/run/kubevirt-private/vmi-disks/data"}},
+		},
+		{
+			name: "hostDisk mounts its directory",
+			volumes: []kubevirtv1.Volume{hostDisk("h1", "/srv/vms/a.img", kubevirtv1.HostDiskExistsOrCreate),
+				hostDisk("h2", "/data/b.img", kubevirtv1.HostDiskExists)},
+			wantVolumes: []corev1.Volume{
+				{Name: "h1", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/vms", Type: &dirOrCreate}}},
+				{Name: "h2", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data", Type: &dir}}},
+			},
+			wantMounts: []corev1.VolumeMount{
+				{Name: "h1", MountPath: "/var/run/kubevirt-private/vmi-disks/h1"},
+				{Name: "h2", MountPath: "/var/run/kubevirt-private/vmi-disks/h2"},
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := NewLauncherPod(newVMI(func(v *kubevirtv1.VirtualMachineInstance) {
+				v.Spec.Volumes = c.volumes
+				v.Status.VolumeStatus = c.status
+			}), LauncherConfig{Image: "img"})
+			ours := map[string]bool{}
+			for _, v := range c.volumes {
+				ours[v.Name] = true
+			}
+			var vols []corev1.Volume
+			for _, v := range pod.Spec.Volumes {
+				if ours[v.Name] {
+					vols = append(vols, v)
+				}
+			}
+			var mounts []corev1.VolumeMount
+			for _, m := range pod.Spec.Containers[0].VolumeMounts {
+				if ours[m.Name] {
+					mounts = append(mounts, m)
+				}
+			}
+			if !reflect.DeepEqual(vols, c.wantVolumes) {
+				t.Errorf("volumes %+v, want %+v", vols, c.wantVolumes)
+			}
+			if !reflect.DeepEqual(mounts, c.wantMounts) {
+				t.Errorf("mounts %+v, want %+v", mounts, c.wantMounts)
+			}
+			if got := pod.Spec.Containers[0].VolumeDevices; !reflect.DeepEqual(got, c.wantDevices) {
+				t.Errorf("devices %+v, want %+v", got, c.wantDevices)
+			}
+		})
+	}
+}
+
+// TestReconcileBlockClaimDevice checks that the first launcher Pod of a VMI already holds its
+// block claim as a device, though the VMI's status records the claim only with that reconcile.
+func TestReconcileBlockClaimDevice(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	vmi := newVMI(func(v *kubevirtv1.VirtualMachineInstance) {
+		v.Spec.Volumes = []kubevirtv1.Volume{claimVolume("blk", "raw")}
+	})
+	block := corev1.PersistentVolumeBlock
+	pvc := claim("raw", boundWith("1Gi"), func(pvc *corev1.PersistentVolumeClaim) { pvc.Spec.VolumeMode = &block })
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(vmi, pvc).Build()
+	r := &Reconciler{Client: c, Launcher: LauncherConfig{Image: "launcher"}, Now: func() time.Time { return now }}
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(vmi.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("%d launcher pods, want one", len(pods.Items))
+	}
+	want := []corev1.VolumeDevice{{Name: "blk", DevicePath: "/dev/blk"}}
+	if got := pods.Items[0].Spec.Containers[0].VolumeDevices; !reflect.DeepEqual(got, want) {
+		t.Errorf("devices %+v, want %+v", got, want)
+	}
+}

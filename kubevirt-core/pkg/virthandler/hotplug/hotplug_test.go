@@ -1,0 +1,117 @@
+package hotplug
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+)
+
+func TestTranslate(t *testing.T) {
+	node := []mountInfo{
+		{dev: "8:1", root: "/", point: "/"},
+		{dev: "0:5", root: "/", point: "/tmp"},
+		{dev: "8:1", root: "/srv/agent/pods", point: "/srv/agent/pods"},
+	}
+	for _, tc := range []struct {
+		name, path string
+		own        []mountInfo
+		want       string
+	}{
+		{"same namespace", "/srv/agent/pods/u/x", node, "/srv/agent/pods/u/x"},
+		{"kubelet dir bound from the agent's root", "/var/lib/kubelet/pods/u/volumes/x",
+			[]mountInfo{{dev: "8:1", root: "/", point: "/"}, {dev: "8:1", root: "/srv/agent/pods", point: "/var/lib/kubelet/pods"}},
+			"/srv/agent/pods/u/volumes/x"},
+		{"tmpfs", "/data/pods/u", []mountInfo{{dev: "0:5", root: "/stack/pods", point: "/data/pods"}}, "/tmp/stack/pods/u"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := translate(tc.path, tc.own, node)
+			if err != nil || got != tc.want {
+				t.Errorf("translate(%s) = %q, %v; want %q", tc.path, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := translate("/x", []mountInfo{{dev: "9:9", root: "/", point: "/"}}, node); err == nil {
+		t.Error("a device the node does not mount translated")
+	}
+}
+
+// fakeMounter records mounts; node paths are the paths themselves.
+type fakeMounter struct{ mounts map[string]string }
+
+func (f *fakeMounter) Bind(_ context.Context, src, dst string) error { f.mounts[dst] = src; return nil }
+func (f *fakeMounter) Unmount(_ context.Context, dst string) error   { delete(f.mounts, dst); return nil }
+func (f *fakeMounter) Mounted(dst string) (bool, error)              { _, ok := f.mounts[dst]; return ok, nil }
+func (f *fakeMounter) NodePath(p string) (string, error)             { return p, nil }
+
+func TestSync(t *testing.T) {
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{
+		PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/pv"}}}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv"}}
+	hot := kubevirtv1.Volume{Name: "hot", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+		Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}}}
+	hp := &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-x"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "launcher"}}
+	for _, tc := range []struct {
+		name       string
+		inSpec     bool
+		phase      kubevirtv1.VolumePhase
+		mounted    bool
+		inDomain   bool
+		wantPhase  kubevirtv1.VolumePhase // "" = entry gone
+		wantMount  bool
+		wantLaunch bool
+	}{
+		{name: "pending: nothing yet", inSpec: true, phase: kubevirtv1.VolumePending, wantPhase: kubevirtv1.VolumePending},
+		{name: "attached to the node: mount, the launcher attaches", inSpec: true, phase: kubevirtv1.HotplugVolumeAttachedToNode,
+			wantPhase: kubevirtv1.HotplugVolumeMounted, wantMount: true, wantLaunch: true},
+		{name: "in the domain: ready", inSpec: true, phase: kubevirtv1.HotplugVolumeMounted, mounted: true, inDomain: true,
+			wantPhase: kubevirtv1.VolumeReady, wantMount: true},
+		{name: "removed, still in the domain: detaching", phase: kubevirtv1.VolumeReady, mounted: true, inDomain: true,
+			wantPhase: kubevirtv1.HotplugVolumeDetaching, wantMount: true, wantLaunch: true},
+		{name: "removed and detached: unmounted, entry gone", phase: kubevirtv1.HotplugVolumeDetaching, mounted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := t.TempDir()
+			target := filepath.Join(launcherapi.PodVolumeDir(pods, "launcher", "hotplug-disks"), "hot")
+			m := &fakeMounter{mounts: map[string]string{}}
+			if tc.mounted {
+				if err := os.MkdirAll(target, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				m.mounts[target] = "/srv/pv"
+			}
+			vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vmi"}}
+			if tc.inSpec {
+				vmi.Spec.Volumes = []kubevirtv1.Volume{hot}
+			}
+			vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "hot", Phase: tc.phase, HotplugVolume: hp}}
+			dom := &launcherapi.DomainStatus{Defined: true}
+			if tc.inDomain {
+				dom.HotplugVolumes = []launcherapi.HotplugVolume{{Name: "hot", Target: "vdc"}}
+			}
+			h := &Volumes{Reader: fake.NewClientBuilder().WithObjects(pv, pvc).Build(), PodsDir: pods, Mounter: m}
+			res, err := h.Sync(context.Background(), vmi, pod, dom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			phase := kubevirtv1.VolumePhase("")
+			for _, s := range res.VolumeStatus {
+				phase = s.Phase
+				if s.Phase == kubevirtv1.VolumeReady && s.Target != "vdc" {
+					t.Errorf("ready with target %q", s.Target)
+				}
+			}
+			if phase != tc.wantPhase || (m.mounts[target] == "/srv/pv") != tc.wantMount || res.LauncherSync != tc.wantLaunch {
+				t.Errorf("phase %q, mounts %v, launcher sync %v; want %q, mounted %v, %v", phase, m.mounts, res.LauncherSync, tc.wantPhase, tc.wantMount, tc.wantLaunch)
+			}
+		})
+	}
+}

@@ -1,0 +1,261 @@
+package nodelabeller
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"libvirt.org/go/libvirtxml"
+)
+
+// testdata holds the files the init container wrote on a development machine (AMD EPYC,
+// nested, virttype qemu).
+func loadTestdata(t *testing.T) *Capabilities {
+	t.Helper()
+	c, err := Load("testdata", "x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestParseCaptured(t *testing.T) {
+	c := loadTestdata(t)
+	for _, tc := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"host model", c.HostModel, "EPYC"},
+		{"vendor", c.Vendor, "AMD"},
+		{"usable models", c.UsableModels, []string{"qemu64", "qemu32", "pentium3", "pentium2", "pentium", "n270", "kvm64", "kvm32",
+			"coreduo", "core2duo", "athlon", "Westmere", "Penryn", "Opteron_G2", "Opteron_G1", "Nehalem", "Conroe", "486"}},
+		{"required features", len(c.RequiredFeatures), 18},
+		{"first required feature", c.RequiredFeatures[0], "acpi"},
+		{"features have a required one", slices.Contains(c.Features, "avx2"), true},
+		{"features lack a disabled one", slices.Contains(c.Features, "3dnowprefetch"), false},
+		{"tsc", c.TSC, &libvirtxml.CapsHostCPUCounter{Name: "tsc", Frequency: 2445424000, Scaling: "no"}},
+		{"q35 machine", slices.Contains(c.Machines, "q35"), true},
+		{"machines once each", len(c.Machines), len(unique(c.Machines))},
+		{"sev", c.SEV, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tc.got, tc.want) {
+				t.Errorf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func unique(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+const minimalFeatures = `<cpu mode='custom' match='exact'><model>X</model>
+  <feature policy='require' name='sse2'/><feature policy='disable' name='vmx'/></cpu>`
+
+const minimalHostCaps = `<capabilities><host><cpu><arch>x86_64</arch></cpu></host>
+  <guest><os_type>hvm</os_type><arch name='x86_64'><machine>pc-q35-7.2</machine><machine canonical='pc-q35-7.2'>q35</machine>
+    <domain type='qemu'/><domain type='kvm'><machine>pc-q35-7.2</machine></domain></arch></guest>
+  <guest><os_type>hvm</os_type><arch name='i686'><machine>isapc</machine></arch></guest></capabilities>`
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		domCaps string
+		check   func(*Capabilities) bool
+	}{
+		{"no host model", `<domainCapabilities><cpu><mode name='host-model' supported='no'/>
+			<mode name='custom' supported='yes'><model usable='yes'>Penryn</model><model usable='no'>Haswell</model><model>Odd</model></mode></cpu></domainCapabilities>`,
+			func(c *Capabilities) bool {
+				return c.HostModel == "" && slices.Equal(c.UsableModels, []string{"Penryn"})
+			}},
+		{"sev without es", `<domainCapabilities><features><sev supported='yes'><maxGuests>15</maxGuests></sev></features></domainCapabilities>`,
+			func(c *Capabilities) bool { return c.SEV && !c.SEVES }},
+		{"sev-es", `<domainCapabilities><features><sev supported='yes'><maxESGuests>3</maxESGuests></sev></features></domainCapabilities>`,
+			func(c *Capabilities) bool { return c.SEV && c.SEVES }},
+		{"machines of the arch, once", `<domainCapabilities/>`,
+			func(c *Capabilities) bool {
+				return slices.Equal(c.Machines, []string{"pc-q35-7.2", "q35"}) && c.TSC == nil
+			}},
+		{"features by policy", `<domainCapabilities/>`,
+			func(c *Capabilities) bool { return slices.Equal(c.Features, []string{"sse2"}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.domCaps), []byte(minimalFeatures), []byte(minimalHostCaps), "x86_64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("unexpected %+v", c)
+			}
+		})
+	}
+	if _, err := Parse([]byte("<nope"), []byte(minimalFeatures), []byte(minimalHostCaps), "x86_64"); err == nil {
+		t.Error("broken domain capabilities parsed")
+	}
+	if _, err := Load(t.TempDir(), "x86_64"); err == nil {
+		t.Error("an empty directory loaded")
+	}
+}
+
+func TestLabels(t *testing.T) {
+	captured := loadTestdata(t)
+	for _, tc := range []struct {
+		name     string
+		caps     *Capabilities
+		obsolete map[string]bool
+		realtime bool
+		has      map[string]string
+		lacks    []string
+	}{
+		{
+			name: "captured node",
+			caps: captured,
+			has: map[string]string{
+				"cpu-model.node.kubevirt.io/Penryn":                 "true",
+				"cpu-model.node.kubevirt.io/Westmere":               "true",
+				"cpu-model-migration.node.kubevirt.io/Penryn":       "true",
+				"cpu-model-migration.node.kubevirt.io/EPYC":         "true",
+				"cpu-feature.node.kubevirt.io/avx2":                 "true",
+				"host-model-cpu.node.kubevirt.io/EPYC":              "true",
+				"host-model-required-features.node.kubevirt.io/npt": "true",
+				"cpu-vendor.node.kubevirt.io/AMD":                   "true",
+				"cpu-timer.node.kubevirt.io/tsc-frequency":          "2445424000",
+				"cpu-timer.node.kubevirt.io/tsc-scalable":           "false",
+				"machine-type.node.kubevirt.io/q35":                 "true",
+			},
+			// Obsolete models by default, unusable ones, disabled features.
+			lacks: []string{"cpu-model.node.kubevirt.io/qemu64", "cpu-model.node.kubevirt.io/486",
+				"cpu-model.node.kubevirt.io/Conroe", "cpu-model-migration.node.kubevirt.io/kvm64",
+				"cpu-model.node.kubevirt.io/phenom", "cpu-model.node.kubevirt.io/EPYC",
+				"cpu-feature.node.kubevirt.io/3dnowprefetch", "node-labeller.kubevirt.io/obsolete-host-model",
+				"kubevirt.io/realtime", "kubevirt.io/sev"},
+		},
+		{
+			name:     "obsolete host model, own list",
+			caps:     &Capabilities{HostModel: "Penryn", Vendor: "Intel", UsableModels: []string{"Penryn", "qemu64"}},
+			obsolete: map[string]bool{"Penryn": true},
+			has: map[string]string{
+				"node-labeller.kubevirt.io/obsolete-host-model": "true",
+				"host-model-cpu.node.kubevirt.io/Penryn":        "true",
+				"cpu-model.node.kubevirt.io/qemu64":             "true",
+			},
+			lacks: []string{"cpu-model.node.kubevirt.io/Penryn", "cpu-model-migration.node.kubevirt.io/Penryn"},
+		},
+		{
+			name:     "realtime and sev, no host model",
+			caps:     &Capabilities{SEV: true, SEVES: true},
+			realtime: true,
+			has:      map[string]string{"kubevirt.io/realtime": "", "kubevirt.io/sev": "", "kubevirt.io/sev-es": ""},
+			lacks:    []string{"cpu-vendor.node.kubevirt.io/", "host-model-cpu.node.kubevirt.io/"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Labels(tc.caps, tc.obsolete, tc.realtime)
+			for k, v := range tc.has {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("%s = %q (present %v), want %q", k, g, ok, v)
+				}
+			}
+			for _, k := range tc.lacks {
+				if _, ok := got[k]; ok {
+					t.Errorf("%s should not be set", k)
+				}
+			}
+			for k := range got {
+				if !Owned(k) {
+					t.Errorf("%s is not a key the labeller owns: it could never be removed", k)
+				}
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func TestChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		current, want map[string]string
+		changes       map[string]*string
+	}{
+		{"in sync", map[string]string{"cpu-model.node.kubevirt.io/A": "true", "other": "x"},
+			map[string]string{"cpu-model.node.kubevirt.io/A": "true"}, map[string]*string{}},
+		{"adds missing, fixes values", map[string]string{"cpu-timer.node.kubevirt.io/tsc-frequency": "1"},
+			map[string]string{"cpu-timer.node.kubevirt.io/tsc-frequency": "2", "cpu-model.node.kubevirt.io/B": "true"},
+			map[string]*string{"cpu-timer.node.kubevirt.io/tsc-frequency": ptr("2"), "cpu-model.node.kubevirt.io/B": ptr("true")}},
+		{"removes stale own labels only", map[string]string{
+			"cpu-model.node.kubevirt.io/Gone": "true", "kubevirt.io/sev": "", "kubevirt.io/schedulable": "true",
+			"cpu-model.node.example.com/x": "true", "kubernetes.io/hostname": "n",
+		}, map[string]string{}, map[string]*string{"cpu-model.node.kubevirt.io/Gone": nil, "kubevirt.io/sev": nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Changes(tc.current, tc.want)
+			if !maps.EqualFunc(got, tc.changes, func(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }) {
+				t.Errorf("got %v, want %v", show(got), show(tc.changes))
+			}
+		})
+	}
+}
+
+func show(m map[string]*string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if v == nil {
+			out[k] = "<remove>"
+		} else {
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+func TestSync(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{
+		"cpu-model.node.kubevirt.io/Stale": "true", "kubernetes.io/hostname": "n1",
+	}}}
+	kube := fake.NewClientset(node)
+	rt := filepath.Join(t.TempDir(), "sched_rt_runtime_us")
+	if err := os.WriteFile(rt, []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := &Labeller{Kube: kube, NodeName: "n1", Caps: loadTestdata(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), RealtimeFile: rt}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Labels(l.Caps, nil, true)
+	want["kubernetes.io/hostname"] = "n1"
+	if !maps.Equal(got.Labels, want) {
+		t.Errorf("labels after a sync:\n got %v\nwant %v", got.Labels, want)
+	}
+
+	// A skipped node is left as it is.
+	got.Annotations = map[string]string{"node-labeller.kubevirt.io/skip-node": ""}
+	got.Labels = map[string]string{"cpu-model.node.kubevirt.io/Stale": "true"}
+	if _, err := kube.CoreV1().Nodes().Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if !maps.Equal(got.Labels, map[string]string{"cpu-model.node.kubevirt.io/Stale": "true"}) {
+		t.Errorf("skipped node relabelled: %v", got.Labels)
+	}
+}

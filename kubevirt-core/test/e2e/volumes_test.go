@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// testVolumeTypes boots a VM configured by a config drive with a disk on a block-mode claim (a
+// loop device on the node) and a hostDisk the launcher creates: the guest sees both at their
+// sizes, reads what the host wrote on the claim's device, and its writes to the hostDisk land in
+// the node's file. Nothing of the device is left held or mounted once the VM is gone.
+func testVolumeTypes(t *testing.T, c *cluster, kc client.Client, ns string) {
+	blockSize := resource.MustParse("96Mi")
+	hostDiskSize := resource.MustParse("48Mi")
+	claim, dev := loopClaim(t, c, kc, ns, "voltypes-blk", blockSize)
+	// Written before the guest boots, at the claim's first sector, through the node's device.
+	if err := writeDevice(dev, []byte("e2e-host-wrote-this")); err != nil {
+		t.Fatal(err)
+	}
+	// The launcher makes the image, and the Pod's hostPath volume its directory.
+	hostImg := filepath.Join(t.TempDir(), "hostdisk", "disk.img")
+
+	vm := newVM(ns, "voltypes")
+	spec := &vm.Spec.Template.Spec
+	virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+	// The same user data as every VM's, from a config drive: the guest takes its hostname from
+	// meta_data.json, so the console's marker names the VM only if the drive was read.
+	spec.Volumes[1].VolumeSource = kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserData: userData}}
+	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks,
+		kubevirtv1.Disk{Name: "blk", Serial: "e2e-blk", DiskDevice: virtio},
+		kubevirtv1.Disk{Name: "host", Serial: "e2e-host", DiskDevice: virtio})
+	spec.Volumes = append(spec.Volumes,
+		kubevirtv1.Volume{Name: "blk", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		kubevirtv1.Volume{Name: "host", VolumeSource: kubevirtv1.VolumeSource{HostDisk: &kubevirtv1.HostDisk{
+			Path: hostImg, Type: kubevirtv1.HostDiskExistsOrCreate, Capacity: hostDiskSize}}})
+	createVM(t, kc, vm)
+	waitRunning(t, kc, ns, vm.Name, "")
+	con := guestConsole(t, c, vm)
+	t.Log("running, configured by its config drive")
+
+	disks := guestDisks(t, con)
+	for serial, want := range map[string]int64{"e2e-blk": blockSize.Value(), "e2e-host": hostDiskSize.Value()} {
+		if got := disks[serial]; got.bytes != want {
+			t.Errorf("guest disk %s: %+v, want %d bytes", serial, got, want)
+		}
+	}
+	if fi, err := os.Stat(hostImg); err != nil || fi.Size() != hostDiskSize.Value() {
+		t.Fatalf("hostDisk image: %v, %v; want %d bytes", fi, err, hostDiskSize.Value())
+	}
+	if got := readGuestDisk(t, con, disks["e2e-blk"].dev, 0); got != "e2e-host-wrote-this" {
+		t.Errorf("the guest reads %q from the block claim, want what the node wrote", got)
+	}
+	if _, err := os.Lstat("/dev/blk"); err == nil {
+		t.Error("the launcher's device path /dev/blk is in the node's /dev")
+	}
+	guestRun(t, con, fmt.Sprintf("echo e2e-guest-wrote-this >/dev/%s; sync", disks["e2e-host"].dev))
+	eventually(t, 30*time.Second, "the guest's data in "+hostImg, func(context.Context) error {
+		b, err := os.ReadFile(hostImg)
+		if err != nil || !bytes.Contains(b, []byte("e2e-guest-wrote-this")) {
+			return fmt.Errorf("not there (read error %v)", err)
+		}
+		return nil
+	})
+
+	deleteVM(t, kc, vm)
+	if err := deviceInUse(dev); err != nil {
+		t.Errorf("after the VM is gone: %v", err)
+	}
+}
+
+// loopClaim creates a block-mode claim on a local PersistentVolume of this cluster's node: a
+// loop device over a sparse file of size bytes. It returns the claim's name and the device; the
+// device is detached at the end of the test, after the claim is gone.
+func loopClaim(t *testing.T, c *cluster, kc client.Client, ns, name string, size resource.Quantity) (string, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "block.img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, size.Value()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("detach %s: %v: %s", dev, err, out)
+		}
+	})
+	// A local volume must name its node; the scheduler then places the launcher there.
+	affinity := &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: c.nodes}},
+	}}}}
+	staticClaim(t, kc, ns, name, size, corev1.PersistentVolumeBlock,
+		corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dev}}, affinity)
+	return name, dev
+}
+
+// writeDevice writes data at the start of the block device and flushes it past the page cache.
+func writeDevice(dev string, data []byte) error {
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", dev, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", dev, err)
+	}
+	return f.Close()
+}
+
+// deviceInUse reports a process that holds the block device open, or a mount of it, in any mount
+// namespace of the machine: the launcher's private /dev goes with its processes.
+func deviceInUse(dev string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return err
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		var fst unix.Stat_t
+		if unix.Stat(fd, &fst) == nil && fst.Mode&unix.S_IFMT == unix.S_IFBLK && fst.Rdev == st.Rdev {
+			return fmt.Errorf("%s is held open by %s", dev, fd)
+		}
+	}
+	// A bind of the device node shows up with the node's name below /dev as its root.
+	infos, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	for _, mi := range infos {
+		b, err := os.ReadFile(mi)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[3] == "/"+filepath.Base(dev) {
+				return fmt.Errorf("%s is mounted: %s: %s", dev, mi, line)
+			}
+		}
+	}
+	return nil
+}
