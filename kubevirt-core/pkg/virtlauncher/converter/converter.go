@@ -130,7 +130,7 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 		return nil, err
 	}
 	dom.Devices.Disks = disks
-	dom.Devices.Controllers = append(dom.Devices.Controllers, hotplugControllers(machine)...)
+	dom.Devices.Controllers = append(dom.Devices.Controllers, hotplugControllers(machine, &vmi.Spec)...)
 	if needSCSI {
 		dom.Devices.Controllers = append(dom.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: new(uint), Model: "virtio-scsi"})
 	}

@@ -9,20 +9,26 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
-// hotplugRootPorts is how many empty PCIe root ports a q35 domain gets: a virtio disk plugged in
-// later needs a free port of its own (KubeVirt keeps spare ports for the same reason).
+// hotplugRootPorts is how many PCIe root ports of a q35 domain stay free: a virtio disk plugged
+// in later needs a port of its own (KubeVirt keeps spare ports for the same reason).
 const hotplugRootPorts = 4
 
-// hotplugControllers are the spare controllers hotplugged disks need on the machine type: empty
-// PCIe root ports on q35 (i440fx's PCI bus takes hotplugged devices as it is).
-func hotplugControllers(machine string) []libvirtxml.DomainController {
+// fixedPCIeDevices bounds the devices besides disks and NICs that libvirt puts on root ports at
+// start: balloon, virtio-serial (the agent channel), RNG and the SCSI controller.
+const fixedPCIeDevices = 4
+
+// hotplugControllers are the controllers hotplugged disks need on the machine type: on q35, root
+// ports for every device the domain starts with (libvirt fills free ports first) plus
+// hotplugRootPorts spare ones. i440fx's PCI bus takes hotplugged devices as it is.
+func hotplugControllers(machine string, spec *kubevirtv1.VirtualMachineInstanceSpec) []libvirtxml.DomainController {
 	if !strings.Contains(machine, "q35") {
 		return nil
 	}
+	ports := len(spec.Domain.Devices.Disks) + len(spec.Domain.Devices.Interfaces) + fixedPCIeDevices + hotplugRootPorts
 	// Listed after pcie-root (index 0), which libvirt would otherwise add after them, handing
 	// index 0 to a root port.
 	out := []libvirtxml.DomainController{{Type: "pci", Index: new(uint), Model: "pcie-root"}}
-	for i := range uint(hotplugRootPorts) {
+	for i := range uint(ports) {
 		index := i + 1
 		out = append(out, libvirtxml.DomainController{Type: "pci", Index: &index, Model: "pcie-root-port"})
 	}
