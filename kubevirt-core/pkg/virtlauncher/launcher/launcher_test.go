@@ -111,6 +111,11 @@ func TestManager(t *testing.T) {
 		if err := m.Start(ctx, vmi); err != nil {
 			t.Errorf("second Start of the same VMI: %v", err)
 		}
+		// The guest's agent starts late in its boot (seconds under TCG), so right after Start
+		// there is none yet.
+		if err := m.Freeze(); !errors.Is(err, launcher.ErrNoGuestAgent) {
+			t.Errorf("Freeze without a guest agent = %v, want ErrNoGuestAgent", err)
+		}
 		other := vmi.DeepCopy()
 		other.UID = "another"
 		var invalid *launcher.InvalidVMIError
@@ -141,9 +146,6 @@ func TestManager(t *testing.T) {
 			}
 		}
 		waitState(ctx, t, w, launcherapi.StateRunning)
-		if err := m.Freeze(); !errors.Is(err, launcher.ErrNoGuestAgent) {
-			t.Errorf("Freeze without a guest agent = %v, want ErrNoGuestAgent", err)
-		}
 
 		qemu := guesttest.QemuPidOf(t, converter.DomainName(vmi))
 		if err := syscall.Kill(qemu, syscall.SIGTERM); err != nil {
