@@ -279,6 +279,9 @@ func (in Install) controllerDeployment() *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	if in.Emulation {
+		ctrl.Args = append(ctrl.Args, "--use-emulation")
+	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: ControllerServiceAccount,
 		Containers:         []corev1.Container{ctrl, in.rewriter("")},
@@ -362,6 +365,9 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 		ImagePullPolicy:          in.PullPolicy,
 		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if in.Emulation {
+		labeller.Args = append(labeller.Args, "--emulation")
 	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: HandlerServiceAccount,

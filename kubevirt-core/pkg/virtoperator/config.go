@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ type Install struct {
 	Workloads *kubevirtv1.NodePlacement
 	// Certificates are the lifetimes of the self-signed certificates.
 	Certificates certs.Policy
+	// Emulation runs guests under TCG, and the node labeller reports what TCG offers, for nodes
+	// whose KVM does not work (spec.configuration.developerConfiguration.useEmulation).
+	Emulation bool
 }
 
 // NewInstall resolves what kv asks for against the operator's defaults.
@@ -123,6 +127,9 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 			in.Replicas = int32(*infra.Replicas)
 		}
 	}
+	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
+		in.Emulation = dc.UseEmulation
+	}
 	if kv.Spec.Workloads != nil {
 		in.Workloads = kv.Spec.Workloads.NodePlacement
 	}
@@ -165,6 +172,7 @@ func (in Install) DeploymentConfig() (config, id string) {
 		"apiImage": in.Images.API, "controllerImage": in.Images.Controller, "handlerImage": in.Images.Handler,
 		"launcherImage": in.Images.Launcher, "rewriterImage": in.Images.Rewriter,
 		"imagePullPolicy": string(in.PullPolicy), "containerDiskStore": in.ContainerDiskStore,
+		"useEmulation": strconv.FormatBool(in.Emulation),
 	}
 	for k, v := range map[string]any{"replicas": in.Replicas, "pullSecrets": in.PullSecrets, "infra": in.Infra, "workloads": in.Workloads} {
 		b, _ := json.Marshal(v)

@@ -607,6 +607,28 @@ func TestInstallFromKubeVirt(t *testing.T) {
 					t.Errorf("replicas %d", in.Replicas)
 				}
 			}},
+		{name: "emulation", spec: kubevirtv1.KubeVirtSpec{Configuration: kubevirtv1.KubeVirtConfiguration{
+			DeveloperConfiguration: &kubevirtv1.DeveloperConfiguration{UseEmulation: true},
+		}}, check: func(t *testing.T, in Install, ix index) {
+			ctrl := get[*appsv1.Deployment](t, ix, "Deployment", "kv-ns", ControllerName).Spec.Template.Spec.Containers[0]
+			if !slices.Contains(ctrl.Args, "--use-emulation") {
+				t.Errorf("virt-controller args %v lack --use-emulation", ctrl.Args)
+			}
+			labeller := get[*appsv1.DaemonSet](t, ix, "DaemonSet", "kv-ns", HandlerName).Spec.Template.Spec.InitContainers[0]
+			if !slices.Contains(labeller.Args, "--emulation") {
+				t.Errorf("node labeller args %v lack --emulation", labeller.Args)
+			}
+			if _, id := in.DeploymentConfig(); id == func() string { _, id := NewInstall(testKV(), testConfig()).DeploymentConfig(); return id }() {
+				t.Error("turning emulation on does not change the deployment ID")
+			}
+		}},
+		{name: "no emulation by default", check: func(t *testing.T, _ Install, ix index) {
+			ctrl := get[*appsv1.Deployment](t, ix, "Deployment", "kv-ns", ControllerName).Spec.Template.Spec.Containers[0]
+			labeller := get[*appsv1.DaemonSet](t, ix, "DaemonSet", "kv-ns", HandlerName).Spec.Template.Spec.InitContainers[0]
+			if slices.Contains(ctrl.Args, "--use-emulation") || slices.Contains(labeller.Args, "--emulation") {
+				t.Errorf("emulation without useEmulation: %v %v", ctrl.Args, labeller.Args)
+			}
+		}},
 		{name: "certificate lifetimes", spec: kubevirtv1.KubeVirtSpec{CertificateRotationStrategy: kubevirtv1.KubeVirtCertificateRotateStrategy{
 			SelfSigned: &kubevirtv1.KubeVirtSelfSignConfiguration{
 				CA:     &kubevirtv1.CertConfig{Duration: &metav1.Duration{Duration: 48 * time.Hour}},
