@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -101,7 +102,12 @@ func VMVolumePlan(vm *kubevirtv1.VirtualMachine, req *kubevirtv1.VirtualMachineV
 	if err != nil {
 		return Plan{}, conflict(vm.Name, "%s", err.Error())
 	}
-	p, err := json.Marshal(replaceOps("/status/volumeRequests", vm.Status.VolumeRequests, reqs, len(vm.Status.VolumeRequests) == 0))
+	ops := replaceOps("/status/volumeRequests", vm.Status.VolumeRequests, reqs, len(vm.Status.VolumeRequests) == 0)
+	if equality.Semantic.DeepEqual(vm.Status, kubevirtv1.VirtualMachineStatus{}) {
+		// No status yet: a test below /status would fail on the missing parent.
+		ops = []patchOp{{Op: "add", Path: "/status", Value: kubevirtv1.VirtualMachineStatus{VolumeRequests: reqs}}}
+	}
+	p, err := json.Marshal(ops)
 	if err != nil {
 		return Plan{}, apierrors.NewInternalError(err)
 	}

@@ -206,51 +206,64 @@ func handlerOwned(p kubevirtv1.VolumePhase) bool {
 }
 
 // syncHotplug keeps the attachment Pods of a running VMI in line with its hotplugged volumes and
-// records their state in d's volume status.
-func (r *Reconciler) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, d *Decision) error {
+// records their state in d's volume status. wait tells that a claim does not exist yet: claims
+// are not watched, so the caller looks again after claimRetry.
+func (r *Reconciler) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, launcher *corev1.Pod, d *Decision) (wait bool, err error) {
 	if vmi.DeletionTimestamp != nil || d.Status.Phase != kubevirtv1.Running || launcher == nil ||
 		launcher.Status.Phase != corev1.PodRunning || launcher.DeletionTimestamp != nil {
-		return nil
+		return false, nil
 	}
 	volumes := hotplug.Volumes(&vmi.Spec)
 	pods, err := r.attachmentPods(ctx, r.Client, launcher)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if PlanHotplug(volumes, pods).Create {
 		// The cache may not show a Pod created a moment ago: ask the apiserver before making one.
 		if pods, err = r.attachmentPods(ctx, r.apiReader(), launcher); err != nil {
-			return err
+			return false, err
 		}
 	}
+	// Claims are read (past the cache, get only) while the status lacks them, as at start.
+	recorded := map[string]bool{}
+	for _, s := range vmi.Status.VolumeStatus {
+		recorded[s.Name] = s.PersistentVolumeClaimInfo != nil
+	}
 	claims := map[string]*corev1.PersistentVolumeClaim{}
+	known := 0
 	for i := range volumes {
+		if recorded[volumes[i].Name] {
+			known++
+			continue
+		}
 		name := hotplug.ClaimName(&volumes[i])
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := r.apiReader().Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: name}, pvc); err == nil {
 			claims[name] = pvc
+			known++
 		} else if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get claim %s: %w", name, err)
+			return false, fmt.Errorf("get claim %s: %w", name, err)
 		}
 	}
 	plan := PlanHotplug(volumes, pods)
 	logger := log.FromContext(ctx)
-	if plan.Create && len(claims) == len(volumes) {
+	// A missing claim holds the Pod back: it could not start.
+	if plan.Create && known == len(volumes) {
 		pod := NewAttachmentPod(launcher, volumes, r.Launcher.Image)
 		if err := r.Client.Create(ctx, pod); err != nil {
-			return fmt.Errorf("create attachment pod: %w", err)
+			return false, fmt.Errorf("create attachment pod: %w", err)
 		}
 		plan.Current = pod
 		logger.Info("created hotplug attachment pod", "pod", pod.Name, "volumes", volumeNames(volumes))
 	}
 	for _, p := range plan.Delete {
 		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete attachment pod %s: %w", p.Name, err)
+			return false, fmt.Errorf("delete attachment pod %s: %w", p.Name, err)
 		}
 		logger.Info("deleted hotplug attachment pod", "pod", p.Name)
 	}
 	d.Status.VolumeStatus = HotplugVolumeStatus(vmi, d.Status.VolumeStatus, plan.Current, claims)
-	return nil
+	return known < len(volumes), nil
 }
 
 // attachmentPods lists the attachment Pods the launcher Pod controls.

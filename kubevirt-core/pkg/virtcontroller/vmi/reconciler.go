@@ -122,10 +122,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if vmi.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	if err := r.syncHotplug(ctx, vmi, Launcher(pods), &d); err != nil {
+	claimWait, err := r.syncHotplug(ctx, vmi, Launcher(pods), &d)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.writeVMI(ctx, vmi, d)
+	if err := r.writeVMI(ctx, vmi, d); err != nil || !claimWait {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: claimRetry}, nil
 }
 
 // claimRetry is how soon a VMI waiting for a claim looks for it again.
