@@ -68,10 +68,10 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string, launcher vmi
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&vm.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder(vm.EventSource)}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VM controller: %w", err)
 	}
-	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher}
+	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher, Events: mgr.GetEventRecorder(vmi.EventSource)}
 	if err := vmiController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VMI controller: %w", err)
 	}

@@ -81,10 +81,11 @@ func setup(t *testing.T) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := (&vm.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		if err := (&vm.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder(vm.EventSource)}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage}}).SetupWithManager(mgr); err != nil {
+		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage},
+			Events: mgr.GetEventRecorder(vmi.EventSource)}).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {

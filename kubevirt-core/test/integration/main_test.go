@@ -6,7 +6,15 @@ package integration
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/d8virt/hack/pkg/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The controllers' logs say nothing the assertions do not; without a logger controller-runtime
+	// prints a stack trace instead when the control plane stops under a watch.
+	ctrllog.SetLogger(logr.Discard())
+	testenv.Main(m)
+}

@@ -125,6 +125,10 @@ func TestVMLifecycleAlwaysHaltedDelete(t *testing.T) {
 	if err := fx.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, &vmi); !apierrors.IsNotFound(err) {
 		t.Fatalf("VMI of a halted VM: %v", err)
 	}
+	eventually(t, "controller events", controllerEvents(fx, ns,
+		wantEvent{"VirtualMachine", "demo", "SuccessfulCreate", "Started the virtual machine by creating the new virtual machine instance demo"},
+		wantEvent{"VirtualMachine", "demo", "SuccessfulDelete", "Stopped the virtual machine by deleting the virtual machine instance"},
+		wantEvent{"VirtualMachineInstance", "demo", "SuccessfulCreate", "Created virtual machine pod virt-launcher-demo-"}))
 
 	always := kubevirtv1.RunStrategyAlways
 	eventually(t, "restart", func(ctx context.Context) error {

@@ -1,10 +1,12 @@
-// Package kit holds the two defaults every virt-controller reconciler applies to its optional
+// Package kit holds the defaults every virt-controller reconciler applies to its optional
 // fields, so that each reconciler states only what is its own.
 package kit
 
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -23,4 +25,12 @@ func Uncached(apiReader client.Reader, cached client.Client) client.Reader {
 		return apiReader
 	}
 	return cached
+}
+
+// Event records an event about obj, as KubeVirt's controllers do for what they create and
+// delete, when the reconciler has a recorder (unit tests leave it nil).
+func Event(rec events.EventRecorder, obj runtime.Object, eventType, reason, action, note string, args ...any) {
+	if rec != nil {
+		rec.Eventf(obj, nil, eventType, reason, action, note, args...)
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,9 +22,14 @@ import (
 // VM and its VMI afresh, so a missed event or a restart loses nothing.
 type Reconciler struct {
 	Client client.Client
+	// Events records what the controller does to the VM's VMI; nil records nothing.
+	Events events.EventRecorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// EventSource is the controller's name in the events it records.
+const EventSource = "virtualmachine-controller"
 
 // SetupWithManager watches VMs and the VMIs they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -91,13 +98,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		vmi = NewVMI(vm)
 		if err := r.Client.Create(ctx, vmi); err != nil && !apierrors.IsAlreadyExists(err) {
+			kit.Event(r.Events, vm, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating virtual machine instance: %v", err)
 			return ctrl.Result{}, fmt.Errorf("create VMI: %w", err)
+		} else if err == nil {
+			kit.Event(r.Events, vm, corev1.EventTypeNormal, "SuccessfulCreate", "Create",
+				"Started the virtual machine by creating the new virtual machine instance %s", vmi.Name)
 		}
 		logger.Info("created VMI", "runStrategy", strategy)
 	case Delete:
 		if err := r.Client.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
+			kit.Event(r.Events, vm, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine instance %s: %v", vmi.Name, err)
 			return ctrl.Result{}, fmt.Errorf("delete VMI: %w", err)
 		}
+		kit.Event(r.Events, vm, corev1.EventTypeNormal, "SuccessfulDelete", "Delete",
+			"Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
 		logger.Info("deleted VMI", "runStrategy", strategy)
 	case Halt:
 		halted := kubevirtv1.RunStrategyHalted

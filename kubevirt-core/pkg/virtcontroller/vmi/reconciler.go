@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,9 +32,14 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Launcher shapes the launcher Pods.
 	Launcher LauncherConfig
+	// Events records what the controller does to the VMI's Pods; nil records nothing.
+	Events events.EventRecorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// EventSource is the controller's name in the events it records.
+const EventSource = "virtualmachineinstance-controller"
 
 // SetupWithManager watches VMIs and the Pods they own.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -91,8 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				continue
 			}
 			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+				kit.Event(r.Events, vmi, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine pod %s: %v", p.Name, err)
 				return ctrl.Result{}, fmt.Errorf("delete launcher pod %s: %w", p.Name, err)
 			}
+			kit.Event(r.Events, vmi, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted virtual machine pod %s", p.Name)
 			logger.Info("deleted launcher pod", "pod", p.Name)
 		}
 		// The Pods' deletion events bring the VMI back here to release it.
@@ -115,8 +123,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		withClaims.Status.VolumeStatus = d.Status.VolumeStatus
 		pod := NewLauncherPod(withClaims, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
+			kit.Event(r.Events, vmi, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating pod: %v", err)
 			return ctrl.Result{}, fmt.Errorf("create launcher pod: %w", err)
 		}
+		kit.Event(r.Events, vmi, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created virtual machine pod %s", pod.Name)
 		logger.Info("created launcher pod", "pod", pod.Name)
 	}
 	if vmi.DeletionTimestamp != nil {
