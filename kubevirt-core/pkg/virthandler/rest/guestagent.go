@@ -2,16 +2,12 @@ package rest
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/apistatus"
-	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
 )
 
 // guestViews are the guest agent's GET subresources: each shows part of what the launcher's agent
@@ -32,14 +28,8 @@ var guestViews = map[string]func(*kubevirtv1.VirtualMachineInstanceGuestAgentInf
 // guestInfo answers one of guestViews from the VMI's launcher.
 func (s *Server) guestInfo(name string, view func(*kubevirtv1.VirtualMachineInstanceGuestAgentInfo) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, pod, serr := s.target(r)
-		if serr != nil {
-			apistatus.Write(w, serr)
-			return
-		}
-		c, err := s.Conns.Ensure(pod.UID, types.NamespacedName{Namespace: v.Namespace, Name: v.Name}, vmisync.SocketPath(s.PodsDir, pod))
-		if err != nil {
-			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("launcher of VMI %s: %v", v.Name, err)))
+		v, c, ok := s.launcher(w, r)
+		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

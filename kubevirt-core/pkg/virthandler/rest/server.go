@@ -101,16 +101,25 @@ func (s *Server) target(r *http.Request) (*kubevirtv1.VirtualMachineInstance, *c
 	return v, pod, nil
 }
 
+// launcher finds the request's VMI and a connection to its launcher, or answers the error.
+func (s *Server) launcher(w http.ResponseWriter, r *http.Request) (*kubevirtv1.VirtualMachineInstance, *launcherapi.Client, bool) {
+	v, pod, serr := s.target(r)
+	if serr != nil {
+		apistatus.Write(w, serr)
+		return nil, nil, false
+	}
+	c, err := s.Conns.Ensure(pod.UID, types.NamespacedName{Namespace: v.Namespace, Name: v.Name}, vmisync.SocketPath(s.PodsDir, pod))
+	if err != nil {
+		apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("launcher of VMI %s: %v", v.Name, err)))
+		return nil, nil, false
+	}
+	return v, c, true
+}
+
 func (s *Server) command(name string, call func(*launcherapi.Client, context.Context) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, pod, serr := s.target(r)
-		if serr != nil {
-			apistatus.Write(w, serr)
-			return
-		}
-		c, err := s.Conns.Ensure(pod.UID, types.NamespacedName{Namespace: v.Namespace, Name: v.Name}, vmisync.SocketPath(s.PodsDir, pod))
-		if err != nil {
-			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("launcher of VMI %s: %v", v.Name, err)))
+		v, c, ok := s.launcher(w, r)
+		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
