@@ -53,18 +53,7 @@ func TestNoCloudData(t *testing.T) {
 			v := vmi.DeepCopy()
 			v.Spec.Hostname = tt.host
 			got, err := NoCloudData(v, &tt.src, "spec.volumes[1].cloudInitNoCloud")
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
-			}
+			checkData(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -111,18 +100,7 @@ func TestConfigDriveData(t *testing.T) {
 			v := vmi.DeepCopy()
 			v.Spec.Hostname = tt.host
 			got, err := ConfigDriveData(v, &tt.src, uuid, "spec.volumes[2].cloudInitConfigDrive")
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Fatalf("got %+v, want %+v", got, tt.want)
-			}
+			checkData(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -179,5 +157,23 @@ func TestWriteISO(t *testing.T) {
 				t.Errorf("staging files left behind: %q", m)
 			}
 		})
+	}
+}
+
+// checkData compares what a source gave with the case's expectation: an error naming wantErr,
+// or exactly want.
+func checkData(t *testing.T, got Data, err error, want Data, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
