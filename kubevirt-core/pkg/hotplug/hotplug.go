@@ -3,6 +3,8 @@
 // changes a VMI spec (the VM template's or the running VMI's). Pure functions only.
 package hotplug
 
+//lint:file-ignore ST1005 the messages are KubeVirt's, word for word: clients match on them.
+
 import (
 	"fmt"
 

@@ -105,7 +105,7 @@ func hostModelCPU(domCaps string) (string, error) {
 		}
 		cpu.Vendor = m.Vendor
 		for _, f := range m.Features {
-			cpu.Features = append(cpu.Features, libvirtxml.DomainCPUFeature{Policy: f.Policy, Name: f.Name})
+			cpu.Features = append(cpu.Features, libvirtxml.DomainCPUFeature(f))
 		}
 		return cpu.Marshal()
 	}
