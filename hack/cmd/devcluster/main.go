@@ -79,7 +79,27 @@ func run() error {
 		s.AddComponents(cs...)
 		return nil
 	}
-	if b, err := os.ReadFile(coreMarker); err == nil {
+	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
+	runCore := upFlags.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
+	coreNodes := upFlags.String("core-nodes", "node1", "with -core: comma-separated local nodes running virt-handler and the VMs; empty for none")
+	if args[0] == "up" {
+		_ = upFlags.Parse(args[1:])
+	}
+	switch b, err := os.ReadFile(coreMarker); {
+	case *runCore:
+		// -core says which nodes to run; a marker left by an earlier up (other nodes, or an older
+		// devcluster that ran none) gives way to it.
+		nodes := splitList(*coreNodes)
+		if err := withCore(nodes); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(coreMarker, []byte(strings.Join(nodes, ",")), 0o644); err != nil {
+			return err
+		}
+	case err == nil:
 		if err := withCore(splitList(string(b))); err != nil {
 			return err
 		}
@@ -89,24 +109,8 @@ func run() error {
 
 	switch args[0] {
 	case "up":
-		fs := flag.NewFlagSet("up", flag.ExitOnError)
-		runCore := fs.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
-		coreNodes := fs.String("core-nodes", "node1", "with -core: comma-separated local nodes running virt-handler and the VMs; empty for none")
-		_ = fs.Parse(args[1:])
 		if err := stack.EnsureBinaries(os.Stderr); err != nil {
 			return err
-		}
-		if *runCore && len(cfg.Components) == 0 && len(s.Config().Components) == 0 {
-			nodes := splitList(*coreNodes)
-			if err := withCore(nodes); err != nil {
-				return err
-			}
-			if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(coreMarker, []byte(strings.Join(nodes, ",")), 0o644); err != nil {
-				return err
-			}
 		}
 		coreOn := len(s.Config().Components) > 0
 		if err := withNodes(s); err != nil {
