@@ -197,6 +197,9 @@ func TestNewVMI(t *testing.T) {
 	if vmi.Labels["kubevirt.io/domain"] != "vm" || vmi.Labels[CreatedByLabel] != "vm-uid" || vmi.Annotations[GenerationAnnotation] != "3" {
 		t.Errorf("labels %v annotations %v", vmi.Labels, vmi.Annotations)
 	}
+	if vmi.Annotations[TemplateHashAnnotation] != TemplateHash(vm.Spec.Template) {
+		t.Errorf("template hash %q", vmi.Annotations[TemplateHashAnnotation])
+	}
 	if len(vmi.Finalizers) != 1 || vmi.Finalizers[0] != kubevirtv1.VirtualMachineControllerFinalizer {
 		t.Errorf("finalizers %v", vmi.Finalizers)
 	}

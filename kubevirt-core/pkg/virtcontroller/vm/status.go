@@ -109,7 +109,9 @@ func vmiCondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMa
 	return corev1.ConditionUnknown
 }
 
-// conditions mirrors the VMI's conditions onto the VM, and says Ready=False when there is no VMI.
+// conditions mirrors the VMI's conditions onto the VM, says Ready=False when there is no VMI, and
+// RestartRequired=True while the VMI runs an outdated template. KubeVirt keeps RestartRequired
+// until the next start; here it goes with the VMI, as only a VMI can be outdated.
 // Transition times are kept while a condition's status stays the same, so the status does not
 // churn.
 func conditions(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, now time.Time) []kubevirtv1.VirtualMachineCondition {
@@ -144,6 +146,9 @@ func conditions(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIns
 			Type: kubevirtv1.VirtualMachineReady, Status: corev1.ConditionFalse,
 			Reason: "VMINotReady", Message: "VMI is not ready yet",
 		})
+	}
+	if restartRequired(vm, vmi) {
+		add(restartRequiredCondition())
 	}
 	return out
 }

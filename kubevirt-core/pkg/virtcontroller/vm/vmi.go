@@ -38,6 +38,7 @@ func NewVMI(vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachineInstance {
 		vmi.Annotations = map[string]string{}
 	}
 	vmi.Annotations[GenerationAnnotation] = strconv.FormatInt(vm.Generation, 10)
+	vmi.Annotations[TemplateHashAnnotation] = TemplateHash(tmpl)
 	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)}
 	vmi.Finalizers = append(vmi.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer)
 	return vmi
