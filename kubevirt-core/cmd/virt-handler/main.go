@@ -129,6 +129,7 @@ func run(o options) error {
 		Events:     make(chan event.GenericEvent, 64),
 		TargetVMIs: incoming,
 		Hotplug:    &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir},
+		Recorder:   mgr.GetEventRecorder(vmisync.EventSource),
 	}
 	r.Conns = launcherconn.New(r.NotifyFunc(), log)
 	if err := r.SetupWithManager(mgr); err != nil {

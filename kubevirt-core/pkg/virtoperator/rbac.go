@@ -49,16 +49,18 @@ func ControllerRules() []rbacv1.PolicyRule {
 		rule(core, []string{"get"}, "persistentvolumeclaims"),
 		// node: heartbeats, and kubevirt.io/schedulable=false on unresponsive nodes.
 		rule(core, []string{"get", "list", "watch", "patch"}, "nodes"),
+		// vm, vmi: KubeVirt's events about the VMs and VMIs, in their namespaces; leader election's
+		// in its own.
+		rule(core, []string{"create", "patch"}, "events"),
+		rule("events.k8s.io", []string{"create", "patch"}, "events"),
 	}
 }
 
 // ControllerNamespaceRules are virt-controller's permissions in its own namespace: leader
-// election and the events it records about it.
+// election.
 func ControllerNamespaceRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		rule("coordination.k8s.io", []string{"get", "create", "update"}, "leases"),
-		rule(core, []string{"create", "patch"}, "events"),
-		rule("events.k8s.io", []string{"create", "patch"}, "events"),
 	}
 }
 
@@ -74,6 +76,9 @@ func HandlerRules() []rbacv1.PolicyRule {
 		rule(core, []string{"get", "patch"}, "nodes"),
 		// hotplug: where a hotplugged claim's volume is on the node.
 		rule(core, []string{"get"}, "persistentvolumeclaims", "persistentvolumes"),
+		// vmisync: KubeVirt's events about the VMIs, in their namespaces.
+		rule(core, []string{"create", "patch"}, "events"),
+		rule("events.k8s.io", []string{"create", "patch"}, "events"),
 	}
 }
 

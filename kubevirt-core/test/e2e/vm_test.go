@@ -213,6 +213,7 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 		}
 		return nil
 	})
+	expectVMIEvents(t, kc, vmi, "virt-handler", "Started", "Paused", "Resumed", "ShuttingDown|Stopped")
 	vmCommand(t, c, ns, vm.Name, "start")
 	vmi = waitRunning(t, kc, ns, vm.Name, vmi.UID)
 	con = openConsole(t, c, ns, vm.Name)

@@ -42,6 +42,8 @@ type conn struct {
 
 	mu     sync.Mutex
 	latest *launcherapi.DomainStatus
+	// once holds the keys Once was asked about on this connection.
+	once map[string]bool
 }
 
 // New returns a Manager that calls notify after every status change.
@@ -85,6 +87,29 @@ func (m *Manager) Latest(podUID types.UID) *launcherapi.DomainStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.latest
+}
+
+// Once reports whether key is asked about for the first time on the connection to the launcher
+// in Pod podUID, so that what the handler does again and again (a command repeated while the
+// launcher's status lags) can be told once. The memory goes with the connection; without one it
+// reports false.
+func (m *Manager) Once(podUID types.UID, key string) bool {
+	m.mu.Lock()
+	c := m.conns[podUID]
+	m.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.once[key] {
+		return false
+	}
+	if c.once == nil {
+		c.once = map[string]bool{}
+	}
+	c.once[key] = true
+	return true
 }
 
 // Close drops the connection to the launcher in Pod podUID, if any.

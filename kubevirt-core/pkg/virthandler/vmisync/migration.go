@@ -48,6 +48,7 @@ func (r *Reconciler) reconcileTarget(ctx context.Context, v *kubevirtv1.VirtualM
 			return ctrl.Result{}, fmt.Errorf("prepare migration target %s/%s: %w", v.Namespace, v.Name, err)
 		}
 		logger.Info("migration target prepared", "pod", pod.Name)
+		r.recordCommand(v, pod, targetPreparedEvent.reason+"/"+string(ms.MigrationUID), targetPreparedEvent)
 		dom = st
 	}
 	st, takeOver := vmistatus.Target(v, pod, dom, r.NodeName, r.now())
@@ -67,6 +68,9 @@ func (r *Reconciler) reconcileTarget(ctx context.Context, v *kubevirtv1.VirtualM
 			return ctrl.Result{}, fmt.Errorf("take over migrated VMI: %w", err)
 		}
 		logger.Info("migrated VMI runs on this node now", "from", ms.SourceNode, "pod", pod.Name)
+		for _, e := range append(statusEvents(v.Status, st), migratedEvent(r.NodeName)) {
+			r.record(updated, e)
+		}
 	}
 	return ctrl.Result{}, r.syncReadinessGate(ctx, pod, st)
 }
@@ -89,7 +93,7 @@ func (r *Reconciler) targetPod(ctx context.Context, v *kubevirtv1.VirtualMachine
 
 // driveSource asks the source launcher to migrate, or to cancel, as the VMI's migration state
 // says. dom is the launcher's latest status.
-func (r *Reconciler) driveSource(ctx context.Context, v *kubevirtv1.VirtualMachineInstance, c *launcherapi.Client, dom *launcherapi.DomainStatus) (*launcherapi.DomainStatus, error) {
+func (r *Reconciler) driveSource(ctx context.Context, v *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, c *launcherapi.Client, dom *launcherapi.DomainStatus) (*launcherapi.DomainStatus, error) {
 	migrate, cancel := vmistatus.SourceCommand(v, dom)
 	if migrate == nil && cancel == nil {
 		return dom, nil
@@ -109,5 +113,6 @@ func (r *Reconciler) driveSource(ctx context.Context, v *kubevirtv1.VirtualMachi
 		return dom, fmt.Errorf("migrate %s/%s: %w", v.Namespace, v.Name, err)
 	}
 	logger.Info("migration started", "target", migrate.TargetAddress, "targetNode", v.Status.MigrationState.TargetNode)
+	r.recordCommand(v, pod, migratingEvent.reason+"/"+migrate.MigrationUID, migratingEvent)
 	return st, nil
 }

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -50,6 +51,8 @@ type Reconciler struct {
 	Now        func() time.Time
 	// Hotplug brings hotplugged volumes into the launchers (hotplug.go); nil leaves them alone.
 	Hotplug *hotplug.Volumes
+	// Recorder records KubeVirt's events about the VMIs (events.go); nil records none.
+	Recorder events.EventRecorder
 }
 
 // NotifyFunc is the launcherconn.Notify that feeds r.Events.
@@ -112,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if pod != nil && pod.Status.Phase == corev1.PodRunning {
 		dom, requeue, err = r.drive(ctx, v, pod)
 		if err != nil {
+			r.record(v, syncFailedEvent(err))
 			return ctrl.Result{}, err
 		}
 	} else if pod != nil {
@@ -160,6 +164,7 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 		if err := c.Shutdown(callCtx, &launcherapi.ShutdownRequest{GracePeriodSeconds: grace}); err != nil {
 			return dom, 0, fmt.Errorf("shut down %s/%s: %w", v.Namespace, v.Name, err)
 		}
+		r.recordCommand(v, pod, shutdownEvent.reason, shutdownEvent)
 		return dom, 0, nil
 	}
 	if dom == nil || !dom.Defined {
@@ -168,11 +173,14 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 			return dom, 0, fmt.Errorf("sync %s/%s to its launcher: %w", v.Namespace, v.Name, err)
 		}
 		log.FromContext(ctx).Info("handed VMI to its launcher", "pod", pod.Name, "state", st.State)
+		if st.Defined {
+			r.recordCommand(v, pod, definedEvent.reason, definedEvent)
+		}
 		if dom == nil {
 			dom = st
 		}
 	}
-	dom, err = r.driveSource(callCtx, v, c, dom)
+	dom, err = r.driveSource(callCtx, v, pod, c, dom)
 	return dom, 0, err
 }
 
@@ -238,6 +246,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, v *kubevirtv1.VirtualMachi
 	}
 	if st.Phase != v.Status.Phase {
 		log.FromContext(ctx).Info("VMI phase changed", "from", v.Status.Phase, "to", st.Phase)
+	}
+	for _, e := range statusEvents(v.Status, st) {
+		r.record(updated, e)
 	}
 	return nil
 }

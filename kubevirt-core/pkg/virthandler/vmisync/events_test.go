@@ -1,0 +1,110 @@
+package vmisync
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/d8virt/kubevirt-core/pkg/corescheme"
+)
+
+// fakeClient holds v. KubeVirt's types have uint64 fields that the fake client's managed fields
+// cannot convert; a plain object tracker keeps none.
+func fakeClient(t *testing.T, v *kubevirtv1.VirtualMachineInstance) client.Client {
+	t.Helper()
+	scheme, err := corescheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(v).Build()
+}
+
+func pausedCond() kubevirtv1.VirtualMachineInstanceCondition {
+	return kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue}
+}
+
+func migration(failed bool) *kubevirtv1.VirtualMachineInstanceMigrationState {
+	return &kubevirtv1.VirtualMachineInstanceMigrationState{MigrationUID: "m1", Failed: failed, FailureReason: "target gone"}
+}
+
+// TestWriteStatusEvents: a status write records the events of the transitions it makes, once.
+func TestWriteStatusEvents(t *testing.T) {
+	running := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}
+	paused := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, Conditions: []kubevirtv1.VirtualMachineInstanceCondition{pausedCond()}}
+	for _, tc := range []struct {
+		name     string
+		old, cur kubevirtv1.VirtualMachineInstanceStatus
+		want     []string
+	}{
+		{"started", kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled}, running,
+			[]string{"Normal Started VirtualMachineInstance started."}},
+		{"shut down", running, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Succeeded},
+			[]string{"Normal Stopped The VirtualMachineInstance was shut down."}},
+		{"crashed", running, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Failed},
+			[]string{"Warning Stopped The VirtualMachineInstance crashed."}},
+		{"paused", running, paused, []string{"Normal Paused VirtualMachineInstance paused."}},
+		{"resumed", paused, running, []string{"Normal Resumed VirtualMachineInstance resumed."}},
+		{"ended while paused: stopped, not resumed", paused, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Succeeded},
+			[]string{"Normal Stopped The VirtualMachineInstance was shut down."}},
+		{"started paused", kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled}, paused,
+			[]string{"Normal Started VirtualMachineInstance started.", "Normal Paused VirtualMachineInstance paused."}},
+		{"migration failed", kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(false)},
+			kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(true)},
+			[]string{"Warning Migrated VirtualMachineInstance migration uid m1 failed. reason:target gone"}},
+		{"other changes: none", running, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1"}, nil},
+		{"failed migration written again: none",
+			kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(true)},
+			kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1", MigrationState: migration(true)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: tc.old}
+			rec := events.NewFakeRecorder(10)
+			r := &Reconciler{Client: fakeClient(t, v), Recorder: rec}
+			ctx := context.Background()
+			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.writeStatus(ctx, v, tc.cur); err != nil {
+				t.Fatal(err)
+			}
+			// The level-based controller computes the same status again: nothing new to tell.
+			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.writeStatus(ctx, v, tc.cur); err != nil {
+				t.Fatal(err)
+			}
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("events %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("event %d: %q, want %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestNoRecorder: a Reconciler without a recorder writes the status and records nothing.
+func TestNoRecorder(t *testing.T) {
+	v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled}}
+	r := &Reconciler{Client: fakeClient(t, v)}
+	if err := r.writeStatus(context.Background(), v, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}); err != nil {
+		t.Fatal(err)
+	}
+}
