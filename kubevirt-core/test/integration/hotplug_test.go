@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -94,6 +95,20 @@ func TestVolumeHotplug(t *testing.T) {
 		if code, msg := command(t, fx.sidecar, ns, tc.resource, tc.target, tc.cmd, tc.body); code != tc.code || msg != tc.msg {
 			t.Errorf("%s: %d %q, want %d %q", tc.name, code, msg, tc.code, tc.msg)
 		}
+	}
+
+	t.Log("dry runs are checked and change nothing")
+	dry := `{"name":"hot","disk":{"disk":{"bus":"virtio"}},"volumeSource":{"persistentVolumeClaim":{"claimName":"hot-claim"}},"dryRun":["All"]}`
+	if code, msg := command(t, fx.sidecar, ns, "virtualmachines", "hp", "addvolume", dry); code != http.StatusAccepted {
+		t.Fatalf("dry-run addvolume: %d %q", code, msg)
+	}
+	if code, msg := command(t, fx.sidecar, ns, "virtualmachines", "hp", "removevolume", `{"name":"data","dryRun":["All"]}`); code != http.StatusConflict {
+		t.Errorf("dry-run removevolume of a plain volume: %d %q, want 409", code, msg)
+	}
+	// Nothing to wait for: give a stored request the time the controller needs to apply it.
+	time.Sleep(2 * time.Second)
+	if err := hasVolume(fx, ns, "hp", "hot", false, false)(ctx); err != nil {
+		t.Fatalf("after a dry run: %v", err)
 	}
 
 	t.Log("a stopped VM: the request lands in the template")

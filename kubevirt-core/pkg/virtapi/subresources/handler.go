@@ -165,11 +165,16 @@ func (s *Server) vmHandler(cmd vmCommand) http.HandlerFunc {
 
 func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Plan) *apierrors.StatusError {
 	var err error
+	var patchOpts []client.PatchOption
+	var statusOpts []client.SubResourcePatchOption
+	if p.DryRun {
+		patchOpts, statusOpts = append(patchOpts, client.DryRunAll), append(statusOpts, client.DryRunAll)
+	}
 	switch {
 	case p.SpecMergePatch != nil:
-		err = s.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, p.SpecMergePatch))
+		err = s.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, p.SpecMergePatch), patchOpts...)
 	case p.StatusJSONPatch != nil:
-		err = s.Client.Status().Patch(ctx, vm, client.RawPatch(types.JSONPatchType, p.StatusJSONPatch))
+		err = s.Client.Status().Patch(ctx, vm, client.RawPatch(types.JSONPatchType, p.StatusJSONPatch), statusOpts...)
 	}
 	if err != nil {
 		// A failed test op means another command got there first.

@@ -23,6 +23,9 @@ type Plan struct {
 	DeleteLauncherOf *kubevirtv1.VirtualMachineInstance
 	// CreateMigration is a migration object to create (PUT .../migrate).
 	CreateMigration *kubevirtv1.VirtualMachineInstanceMigration
+	// DryRun sends the patch with dryRun=All: the apiserver checks it and stores nothing, as
+	// KubeVirt does for the volume requests' dryRun option.
+	DryRun bool
 }
 
 var vmResource = kubevirtv1.Resource("virtualmachine")

@@ -111,7 +111,18 @@ func VMVolumePlan(vm *kubevirtv1.VirtualMachine, req *kubevirtv1.VirtualMachineV
 	if err != nil {
 		return Plan{}, apierrors.NewInternalError(err)
 	}
-	return Plan{StatusJSONPatch: p}, nil
+	return Plan{StatusJSONPatch: p, DryRun: dryRun(req)}, nil
+}
+
+// dryRun tells whether the request only asks to be checked.
+func dryRun(req *kubevirtv1.VirtualMachineVolumeRequest) bool {
+	switch {
+	case req.AddVolumeOptions != nil:
+		return len(req.AddVolumeOptions.DryRun) > 0
+	case req.RemoveVolumeOptions != nil:
+		return len(req.RemoveVolumeOptions.DryRun) > 0
+	}
+	return false
 }
 
 // VMIVolumePatch is the JSON patch of a running VMI's volumes and disks for req, or KubeVirt's
@@ -155,7 +166,11 @@ func (s *Server) vmiVolumeHandler(add bool) http.HandlerFunc {
 			apistatus.Write(w, serr)
 			return
 		}
-		if err := s.Client.Patch(ctx, vmi, client.RawPatch(types.JSONPatchType, p)); err != nil {
+		var opts []client.PatchOption
+		if dryRun(req) {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := s.Client.Patch(ctx, vmi, client.RawPatch(types.JSONPatchType, p), opts...); err != nil {
 			var status apierrors.APIStatus
 			switch {
 			case strings.Contains(err.Error(), "test operation does not apply") || apierrors.IsConflict(err):

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
@@ -78,6 +79,11 @@ func TestVMVolumePlan(t *testing.T) {
 		{"not hotpluggable", hotVM(), &kubevirtv1.VirtualMachineVolumeRequest{RemoveVolumeOptions: &kubevirtv1.RemoveVolumeOptions{Name: "data"}},
 			"Unable to remove volume [data] because it is not hotpluggable", ""},
 		{"pending twice", hotVM(*addOpts("hot", "c")), addOpts("hot", "c"), "add volume request for volume [hot] already exists", ""},
+		{"dry run", withStatus(hotVM()), func() *kubevirtv1.VirtualMachineVolumeRequest {
+			r := addOpts("hot", "c")
+			r.AddVolumeOptions.DryRun = []string{metav1.DryRunAll}
+			return r
+		}(), "", `"op":"add","path":"/status/volumeRequests"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, serr := VMVolumePlan(tc.vm, tc.req)
@@ -92,6 +98,9 @@ func TestVMVolumePlan(t *testing.T) {
 			}
 			if !strings.Contains(string(p.StatusJSONPatch), tc.wantOps) || (tc.vm.Status.Created && !strings.Contains(string(p.StatusJSONPatch), `"op":"test"`)) {
 				t.Errorf("patch %s lacks %s or its test op", p.StatusJSONPatch, tc.wantOps)
+			}
+			if want := tc.req.AddVolumeOptions != nil && len(tc.req.AddVolumeOptions.DryRun) > 0; p.DryRun != want {
+				t.Errorf("dry run %v, want %v", p.DryRun, want)
 			}
 		})
 	}
