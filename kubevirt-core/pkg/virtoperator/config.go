@@ -82,6 +82,8 @@ type Install struct {
 	// Emulation runs guests under TCG, and the node labeller reports what TCG offers, for nodes
 	// whose KVM does not work (spec.configuration.developerConfiguration.useEmulation).
 	Emulation bool
+	// Patches are spec.customizeComponents.patches, applied to the objects built.
+	Patches []kubevirtv1.CustomizeComponentsPatch
 }
 
 // NewInstall resolves what kv asks for against the operator's defaults.
@@ -126,6 +128,9 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 		if infra.Replicas != nil && *infra.Replicas > 0 {
 			in.Replicas = int32(*infra.Replicas)
 		}
+	}
+	if cc := kv.Spec.CustomizeComponents; len(cc.Patches) > 0 {
+		in.Patches = cc.Patches
 	}
 	if dc := kv.Spec.Configuration.DeveloperConfiguration; dc != nil {
 		in.Emulation = dc.UseEmulation

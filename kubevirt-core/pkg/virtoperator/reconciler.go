@@ -188,7 +188,10 @@ func (r *Reconciler) install(ctx context.Context, kv *kubevirtv1.KubeVirt) (ctrl
 	if err != nil {
 		return fail(err)
 	}
-	objs := in.Objects(c)
+	objs, err := customize(in.Objects(c), in.Patches)
+	if err != nil {
+		return fail(err)
+	}
 	keep := map[string]bool{}
 	var notReady []string
 	for _, o := range objs {

@@ -252,7 +252,13 @@ func TestOperatorInstallsAndRemovesTheCore(t *testing.T) {
 	one := uint8(1)
 	kv := &kubevirtv1.KubeVirt{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt"},
-		Spec:       kubevirtv1.KubeVirtSpec{Infra: &kubevirtv1.ComponentConfig{Replicas: &one}},
+		Spec: kubevirtv1.KubeVirtSpec{
+			Infra: &kubevirtv1.ComponentConfig{Replicas: &one},
+			CustomizeComponents: kubevirtv1.CustomizeComponents{Patches: []kubevirtv1.CustomizeComponentsPatch{{
+				ResourceType: "Deployment", ResourceName: virtoperator.APIName, Type: kubevirtv1.StrategicMergePatchType,
+				Patch: `{"metadata":{"annotations":{"example.com/customized":"yes"}}}`,
+			}}},
+		},
 	}
 	if err := fx.client.Create(ctx, kv); err != nil {
 		t.Fatal(err)
@@ -290,6 +296,15 @@ func TestOperatorInstallsAndRemovesTheCore(t *testing.T) {
 	}
 
 	t.Run("shape", func(t *testing.T) { checkShape(t, fx, ns) })
+	t.Run("customized", func(t *testing.T) {
+		var api appsv1.Deployment
+		if err := fx.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: virtoperator.APIName}, &api); err != nil {
+			t.Fatal(err)
+		}
+		if api.Annotations["example.com/customized"] != "yes" {
+			t.Errorf("virt-api annotations %v: spec.customizeComponents not applied", api.Annotations)
+		}
+	})
 	t.Run("stored renamed", func(t *testing.T) { checkStoredRenamed(t, fx, ns) })
 	t.Run("rbac works", func(t *testing.T) { checkRBAC(t, fx, ns) })
 	t.Run("a second KubeVirt is not honoured", func(t *testing.T) { checkSecondKubeVirt(t, fx) })
