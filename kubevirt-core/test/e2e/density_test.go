@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,40 +118,21 @@ func writeCounts(ctx context.Context, kube kubernetes.Interface) (writes, error)
 	if err != nil {
 		return writes{}, fmt.Errorf("apiserver metrics: %w", err)
 	}
-	var w writes
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		verb := label(line, "verb")
-		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" && verb != "APPLY" {
-			continue
-		}
-		n, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			continue
-		}
-		switch label(line, "resource") {
-		case "internalvirtualizationvirtualmachineinstances":
-			w.vmi += int(n)
-		case "internalvirtualizationvirtualmachines":
-			w.vm += int(n)
-		case "pods":
-			w.pod += int(n)
-		}
+	families, err := parseMetrics(bytes.NewReader(raw))
+	if err != nil {
+		return writes{}, fmt.Errorf("apiserver metrics: %w", err)
 	}
-	return w, sc.Err()
-}
-
-// label reads one label's value from a Prometheus text line.
-func label(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
+	requests := families["apiserver_request_total"]
+	count := func(resource string) int {
+		var n float64
+		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"} {
+			n += sampleValue(requests, map[string]string{"verb": verb, "resource": resource})
+		}
+		return int(n)
 	}
-	rest := line[i+len(name)+2:]
-	return rest[:strings.IndexByte(rest, '"')]
+	return writes{
+		vmi: count("internalvirtualizationvirtualmachineinstances"),
+		vm:  count("internalvirtualizationvirtualmachines"),
+		pod: count("pods"),
+	}, nil
 }

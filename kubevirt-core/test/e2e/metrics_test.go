@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -85,12 +86,17 @@ func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, erro
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
+	families, err := parseMetrics(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", url, err)
 	}
 	return families, nil
+}
+
+// parseMetrics reads the Prometheus text format.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
 }
 
 // sampleValue sums the samples of the family that carry all the labels; a histogram counts its
