@@ -125,6 +125,10 @@ func (n Net) plumb(h Host) error {
 	outer, inner := vethNames(h.Name)
 	gw := n.GatewayIP().String()
 	steps := [][]string{
+		// The address may have belonged to a host that is gone: this machine's neighbour entry
+		// would still name that host's MAC, and for seconds packets to the new host would go
+		// nowhere.
+		{"neigh", "flush", "to", h.IP.String(), "dev", n.Bridge},
 		{"netns", "add", h.NetNS},
 		{"link", "add", outer, "type", "veth", "peer", "name", inner, "netns", h.NetNS},
 		{"link", "set", outer, "master", n.Bridge, "up"},
