@@ -11,7 +11,7 @@ TOOLS_BIN := $(D8V_CACHE)/tools/bin
 STATICCHECK_VERSION := v0.8.2
 
 # Every Go module of the workspace.
-MODULES := api hack kube-api-rewriter kubevirt-core virtualization-api virtualization-controller
+MODULES := api devstack kube-api-rewriter kubevirt-core virtualization-api virtualization-controller
 PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 # The development stack (make cluster-up, make run) and the one make test starts: separate ports and
@@ -41,9 +41,9 @@ build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt
 	mkdir -p bin
 	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api,$(MODULES))))
 
-$(DEVCLUSTER): $(shell find hack -name '*.go' -not -name '*_test.go') hack/go.mod
+$(DEVCLUSTER): $(shell find devstack -name '*.go' -not -name '*_test.go') devstack/go.mod
 	mkdir -p bin
-	go build -o $@ ./hack/cmd/devcluster
+	go build -o $@ ./devstack/cmd/devcluster
 
 .PHONY: cluster-up
 cluster-up: deps $(DEVCLUSTER) ## Start the local control plane (idempotent); prints the kubeconfig path last.
@@ -79,7 +79,7 @@ run: build cluster-up ## Start the local stack: kubevirt-core behind its rewrite
 .PHONY: console
 console: ## Attach to a VM's serial console on the local stack: make console VM=demo [NS=default].
 	@test -n "$(VM)" || { echo "usage: make console VM=<name> [NS=namespace]" >&2; exit 2; }
-	@go build -o bin/vm-console ./hack/cmd/vm-console
+	@go build -o bin/vm-console ./devstack/cmd/vm-console
 	@bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"
 
 include hack/crds.mk
@@ -122,4 +122,4 @@ bench-vms: deps $(DEVCLUSTER) ## VM start density: 10 small VMs at once on a loc
 	$(DEVCLUSTER) --name bench --port-base 9640 down -purge
 	kc=$$($(DEVCLUSTER) --name bench --port-base 9640 up); \
 	trap '$(DEVCLUSTER) --name bench --port-base 9640 down -purge' EXIT; \
-	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./kubevirt-core/test/e2e/
+	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./devstack/test/kubevirt-core/e2e/

@@ -6,10 +6,10 @@
 .PHONY: libvirt-up libvirt-down guest-image
 
 libvirt-up: ## Start the private libvirtd/virtlogd (idempotent, root); prints the connection URI last.
-	@go run ./hack/cmd/libvirtd up
+	@go run ./devstack/cmd/libvirtd up
 
 libvirt-down: ## Destroy its running domains and stop the private libvirtd/virtlogd.
-	@go run ./hack/cmd/libvirtd down
+	@go run ./devstack/cmd/libvirtd down
 
 guest-image: ## Build the tiny test guest (kernel, initrd, disk.qcow2) from Debian packages; prints its dir last.
 	@bash hack/guest/build.sh

@@ -91,7 +91,6 @@ require (
 )
 
 require (
-	github.com/d8virt/hack v0.0.0
 	github.com/d8virt/kube-api-rewriter v0.0.0
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
@@ -110,6 +109,7 @@ require (
 )
 
 require (
+	github.com/d8virt/devstack v0.0.0
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
@@ -117,9 +117,10 @@ require (
 )
 
 replace (
-	github.com/d8virt/hack => ../hack
 	github.com/d8virt/kube-api-rewriter => ../kube-api-rewriter
 	// The workspace pulls in the 2020 genproto monolith (via old gnostic), which also contains
 	// googleapis/api and makes CEL's imports ambiguous; the current monolith no longer does.
 	google.golang.org/genproto => google.golang.org/genproto v0.0.0-20260526163538-3dc84a4a5aaa
 )
+
+replace github.com/d8virt/devstack => ../devstack

@@ -19,9 +19,9 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/d8virt/hack/pkg/guest"
-	"github.com/d8virt/hack/pkg/guest/guesttest"
-	"github.com/d8virt/hack/pkg/localnet"
+	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/network"

@@ -19,7 +19,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"libvirt.org/go/libvirt"
 
-	"github.com/d8virt/hack/pkg/guest/guesttest"
+	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"

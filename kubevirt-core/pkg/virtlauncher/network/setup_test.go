@@ -22,7 +22,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
-	"github.com/d8virt/hack/pkg/localnet"
+	"github.com/d8virt/devstack/localnet"
 )
 
 // childEnv makes the test binary act as a launcher that only sets up the binding: it runs Setup

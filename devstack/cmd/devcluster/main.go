@@ -1,0 +1,247 @@
+// Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
+//
+//	devcluster [flags] up [-core]    start the stack (idempotent); prints the kubeconfig path last;
+//	                                 -core also runs kubevirt-core, each component behind a rewriter
+//	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
+//	devcluster [flags] status        show each daemon and its pid
+//	devcluster [flags] node up NODE [-labels k=v,...] [-cpu N] [-memory Q] [-pods N] [-image-store DIR]
+//	                                 start a node agent (a Node running pods as host processes);
+//	                                 idempotent; prints the node name
+//	devcluster [flags] node down NODE  stop the agent, remove its pods and the Node
+//	devcluster [flags] node list     show the nodes with their agents' state
+//	devcluster image-import [-store DIR] IMAGE DISK
+//	                                 copy a qcow2 into the containerDisk image store
+//	devcluster host add|del NAME     create or remove a test host (network namespace)
+//	devcluster host list             list the test hosts with their addresses
+//	devcluster net-down              remove every test host and the bridge
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/d8virt/devstack/core"
+	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/controlplane"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	name := flag.String("name", envOr("D8V_STACK", "dev"), "stack name; its state lives in <cache>/stacks/<name> (env D8V_STACK)")
+	stateDir := flag.String("state-dir", os.Getenv("D8V_STATE_DIR"), "state directory, overriding the one derived from -name (env D8V_STATE_DIR)")
+	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries, for -core (env D8V_BIN_DIR)")
+	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|node up|down|list [NODE]|image-import IMAGE DISK|host add|del|list [NAME]|net-down")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	args := flag.Args()
+	if len(args) == 0 {
+		flag.Usage()
+		return errors.New("no command")
+	}
+
+	cfg, err := controlplane.DefaultConfig(*name, *portBase, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if *stateDir != "" {
+		cfg.StateDir = *stateDir
+	}
+	s, err := controlplane.New(cfg)
+	if err != nil {
+		return err
+	}
+	// A stack that once ran the core keeps a marker, so that down and status see the core too.
+	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
+	// The marker lists the core's nodes, comma-separated.
+	withCore := func(nodes []string) error {
+		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10, Nodes: nodes})
+		if err != nil {
+			return err
+		}
+		s.AddComponents(cs...)
+		return nil
+	}
+	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
+	runCore := upFlags.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
+	coreNodes := upFlags.String("core-nodes", "node1", "with -core: comma-separated local nodes running virt-handler and the VMs; empty for none")
+	if args[0] == "up" {
+		_ = upFlags.Parse(args[1:])
+	}
+	switch b, err := os.ReadFile(coreMarker); {
+	case *runCore:
+		// -core says which nodes to run; a marker left by an earlier up (other nodes, or an older
+		// devcluster that ran none) gives way to it.
+		nodes := splitList(*coreNodes)
+		if err := withCore(nodes); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(coreMarker, []byte(strings.Join(nodes, ",")), 0o644); err != nil {
+			return err
+		}
+	case err == nil:
+		if err := withCore(splitList(string(b))); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	switch args[0] {
+	case "up":
+		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
+			return err
+		}
+		coreOn := len(s.Config().Components) > 0
+		if err := withNodes(s); err != nil {
+			return err
+		}
+		if err := s.Up(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "apiserver %s is ready; logs in %s/logs\n", s.Server(), cfg.StateDir)
+		if coreOn {
+			fmt.Fprintf(os.Stderr, "kubevirt-core is running; kubectl speaks kubevirt.io with --kubeconfig %s\n", core.KubeconfigPath(s))
+		}
+		fmt.Println(s.KubeconfigPath())
+	case "down":
+		fs := flag.NewFlagSet("down", flag.ExitOnError)
+		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
+		_ = fs.Parse(args[1:])
+		coreOn := len(s.Config().Components) > 0
+		if err := withNodes(s); err != nil {
+			return err
+		}
+		// Node agents stop first (they leave their pods running), then their pods go.
+		err := s.Down(false)
+		err = errors.Join(err, cleanupNodes(s))
+		if *purge {
+			err = errors.Join(err, s.Down(true))
+		}
+		if coreOn {
+			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
+		}
+		return err
+	case "status":
+		if err := withNodes(s); err != nil {
+			return err
+		}
+		st := s.Status()
+		names := make([]string, 0, len(st))
+		for n := range st {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if st[n] == 0 {
+				fmt.Printf("%-24s stopped\n", n)
+			} else {
+				fmt.Printf("%-24s running (pid %d)\n", n, st[n])
+			}
+		}
+		if !s.Running() {
+			return errors.New("stack is not fully running")
+		}
+	case "node":
+		return nodeCommand(ctx, s, *binDir, args[1:])
+	case "image-import":
+		return imageImport(args[1:])
+	case "host":
+		return host(cfg.Net, args[1:])
+	case "net-down":
+		return netDown(cfg.Net)
+	default:
+		flag.Usage()
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return nil
+}
+
+func host(n localnet.Net, args []string) error {
+	if len(args) == 1 && args[0] == "list" {
+		hosts, err := n.Hosts()
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			fmt.Printf("%-20s %-16s netns %s\n", h.Name, h.IP, h.NetNS)
+		}
+		return nil
+	}
+	if len(args) != 2 {
+		return errors.New("usage: devcluster host add|del|list [NAME]")
+	}
+	switch args[0] {
+	case "add":
+		h, err := n.AddHost(args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s\n", h.NetNS, h.IP)
+		return nil
+	case "del":
+		return n.DeleteHost(args[1])
+	}
+	return fmt.Errorf("unknown host command %q", args[0])
+}
+
+func netDown(n localnet.Net) error {
+	hosts, err := n.Hosts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hosts {
+		errs = append(errs, n.DeleteHost(h.Name))
+	}
+	if _, err := net.InterfaceByName(n.Bridge); err == nil {
+		errs = append(errs, n.DeleteBridge())
+	}
+	return errors.Join(errs...)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	var v int
+	if _, err := fmt.Sscan(os.Getenv(key), &v); err == nil {
+		return v
+	}
+	return def
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(strings.TrimSpace(s), ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

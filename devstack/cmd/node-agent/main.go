@@ -1,0 +1,125 @@
+// Command node-agent is the local stack's node: it registers a Node and runs the pods bound to it
+// as host processes, standing in for kubelet and a container runtime (see hack/pkg/nodeagent).
+//
+//	node-agent --kubeconfig <stack>/admin.kubeconfig --node-name n1 --bin-dir /work/main/bin
+//
+// SIGTERM or SIGINT stop the agent and leave the pods running; the next run adopts them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/d8virt/devstack/nodeagent"
+)
+
+func main() {
+	// The agent re-executes itself as the supervisor and the init of every container.
+	if handled, code := nodeagent.RunSubcommand(os.Args[1:]); handled {
+		os.Exit(code)
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "node-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("node-agent", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the local stack")
+	nodeName := fs.String("node-name", "", "name of the Node to register (required)")
+	stackName := fs.String("stack", envOr("D8V_STACK", "dev"), "stack name, for the default --root-dir")
+	rootDir := fs.String("root-dir", "", "node state and pod directories (default <cache>/stacks/<stack>/nodes/<node>)")
+	binDir := fs.String("bin-dir", "", "directory of the binaries that stand in for images, as make build fills it (absolute)")
+	imageStore := fs.String("image-store", nodeagent.DefaultImageStore(), "containerDisk image store: <store>/<url.PathEscape(image)>/disk.qcow2")
+	cpu := fs.String("cpu", "", "CPU capacity (default: the host's cores)")
+	memory := fs.String("memory", "", "memory capacity, e.g. 8Gi (default: the host's memory)")
+	pods := fs.Int("pods", 110, "pod capacity")
+	labels := fs.String("labels", "", "extra node labels, k=v,...")
+	privateDirs := fs.String("private-dirs", "/run/libvirt,/var/lib/libvirt,/var/log/libvirt,/var/cache/libvirt,/tmp,/etc/libvirt:seed",
+		"host directories each container sees as fresh private directories; :seed copies the host's contents in")
+	apiServer := fs.String("apiserver", "", "host:port of the apiserver as pods reach it (default: the kubeconfig's server)")
+	kubeletPort := fs.Int("kubelet-port", 0, "port on the bridge address that serves kubectl logs (0: any free port, -1: none)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	_ = fs.Parse(os.Args[1:])
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if *logFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	logger := slog.New(handler)
+	slog.SetDefault(logger)
+
+	if *nodeName == "" {
+		return fmt.Errorf("--node-name is required")
+	}
+	if *kubeconfig == "" {
+		return fmt.Errorf("--kubeconfig is required")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", *kubeconfig, err)
+	}
+	cfg := nodeagent.Config{
+		RESTConfig: rc, NodeName: *nodeName, RootDir: *rootDir, BinDir: *binDir,
+		ImageStore: *imageStore, Pods: *pods, APIServer: *apiServer, KubeletPort: *kubeletPort, Logger: logger,
+	}
+	if cfg.RootDir == "" {
+		cfg.RootDir = nodeagent.DefaultRootDir(*stackName, *nodeName)
+	}
+	if cfg.BinDir != "" && !filepath.IsAbs(cfg.BinDir) {
+		return fmt.Errorf("--bin-dir %q: want an absolute path", cfg.BinDir)
+	}
+	if *cpu != "" {
+		if cfg.CPU, err = resource.ParseQuantity(*cpu); err != nil {
+			return fmt.Errorf("--cpu: %w", err)
+		}
+	}
+	if *memory != "" {
+		if cfg.Memory, err = resource.ParseQuantity(*memory); err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if *labels != "" {
+		cfg.Labels = map[string]string{}
+		for _, kv := range strings.Split(*labels, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--labels: %q is not k=v", kv)
+			}
+			cfg.Labels[k] = v
+		}
+	}
+	if cfg.PrivateDirs, err = nodeagent.ParsePrivateDirs(*privateDirs); err != nil {
+		return err
+	}
+	if cfg.PrivateDirs == nil {
+		cfg.PrivateDirs = []nodeagent.PrivateDir{}
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	return nodeagent.Run(ctx, cfg)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

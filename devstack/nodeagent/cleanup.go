@@ -1,0 +1,80 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/d8virt/devstack/localnet"
+)
+
+// CleanupNode removes every pod a stopped agent left under root: SIGTERM to each container's
+// process group, SIGKILL after grace, then the pods' mounts, network namespaces and directories.
+// The agent must not be running.
+func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
+	l := Layout{Root: root}
+	entries, err := os.ReadDir(l.PodsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var uids []types.UID
+	var procs []RunningInfo
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		uid := types.UID(e.Name())
+		uids = append(uids, uid)
+		ctrs, _ := os.ReadDir(filepath.Join(l.PodDir(uid), "containers"))
+		for _, c := range ctrs {
+			var ri RunningInfo
+			if readJSON(filepath.Join(l.PodDir(uid), "containers", c.Name(), runningFile), &ri) == nil &&
+				(alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks)) {
+				procs = append(procs, ri)
+			}
+		}
+	}
+	signalAll := func(sig syscall.Signal) {
+		for _, ri := range procs {
+			if alive(ri.Pid, ri.StartTicks) {
+				_ = syscall.Kill(-ri.Pid, sig)
+			}
+		}
+	}
+	anyAlive := func() bool {
+		for _, ri := range procs {
+			if alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks) {
+				return true
+			}
+		}
+		return false
+	}
+	waitGone := func(d time.Duration) bool {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if !anyAlive() {
+				return true
+			}
+		}
+		return !anyAlive()
+	}
+	signalAll(syscall.SIGTERM)
+	if !waitGone(grace) {
+		signalAll(syscall.SIGKILL)
+		if !waitGone(10 * time.Second) {
+			return fmt.Errorf("processes of pods under %s survived SIGKILL", root)
+		}
+	}
+	var errs []error
+	for _, uid := range uids {
+		errs = append(errs, unmountUnder(l.PodDir(uid)), n.DeleteHost(NetHostName(uid)), os.RemoveAll(l.PodDir(uid)))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/devstack/testenv"
+)
+
+// testHotplug plugs a filesystem PVC into a running guest with addvolume, writes to the new
+// disk, and unplugs it with removevolume: the disk comes and goes in the guest, the data stays on
+// the claim, the VM's template follows, and the attachment Pod comes and goes.
+func testHotplug(t *testing.T, c *cluster, kc client.Client, ns string) {
+	size := resource.MustParse("64Mi")
+	claim, dir := hostPathClaim(t, kc, ns, "hotplug-data", size)
+	vm := newVM(ns, "hotplug")
+	vm.Spec.Template.Spec.Domain.Devices.Disks[0].Serial = "e2e-root"
+	createVM(t, kc, vm)
+	vmi := waitRunning(t, kc, ns, vm.Name, "")
+	con := guestConsole(t, c, vm)
+	if d, ok := guestDisks(t, con)["e2e-hot"]; ok {
+		t.Fatalf("the guest has the disk before it is plugged: %+v", d)
+	}
+
+	t.Log("addvolume")
+	volumeCommand(t, c, ns, "virtualmachines", vm.Name, "addvolume", fmt.Sprintf(
+		`{"name":"hot","disk":{"serial":"e2e-hot","disk":{"bus":"virtio"}},"volumeSource":{"persistentVolumeClaim":{"claimName":%q}}}`, claim))
+	eventually(t, time.Minute, "the VM template has the hotplugged volume and no pending request", func(ctx context.Context) error {
+		cur := &kubevirtv1.VirtualMachine{}
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(vm), cur); err != nil {
+			return err
+		}
+		if n := len(cur.Status.VolumeRequests); n > 0 {
+			return fmt.Errorf("%d volume requests pending", n)
+		}
+		v := findVolume(cur.Spec.Template.Spec.Volumes, "hot")
+		if v == nil || v.PersistentVolumeClaim == nil || !v.PersistentVolumeClaim.Hotpluggable || v.PersistentVolumeClaim.ClaimName != claim {
+			return fmt.Errorf("volume hot: %+v", v)
+		}
+		return nil
+	})
+	var attachPod string
+	eventually(t, 3*time.Minute, "volume hot Ready in the VMI", func(ctx context.Context) error {
+		cur := &kubevirtv1.VirtualMachineInstance{}
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(vmi), cur); err != nil {
+			return err
+		}
+		if v := findVolume(cur.Spec.Volumes, "hot"); v == nil {
+			return fmt.Errorf("not in the VMI spec")
+		}
+		for _, s := range cur.Status.VolumeStatus {
+			if s.Name != "hot" {
+				continue
+			}
+			if s.Phase != kubevirtv1.VolumeReady || s.HotplugVolume == nil || s.Target == "" {
+				return fmt.Errorf("status %+v", s)
+			}
+			attachPod = s.HotplugVolume.AttachPodName
+			return nil
+		}
+		return fmt.Errorf("no volume status")
+	})
+	pod := &corev1.Pod{}
+	if err := kc.Get(testenv.Context(t), client.ObjectKey{Namespace: ns, Name: attachPod}, pod); err != nil {
+		t.Fatalf("attachment pod: %v", err)
+	}
+	owner := metav1.GetControllerOf(pod)
+	if !strings.HasPrefix(pod.Name, "hp-volume-") || owner == nil || owner.Kind != "Pod" || !strings.HasPrefix(owner.Name, "virt-launcher-hotplug-") ||
+		pod.Spec.NodeName != vmi.Status.NodeName {
+		t.Fatalf("attachment pod %s on %s owned by %+v; want hp-volume-*, the launcher's, on %s", pod.Name, pod.Spec.NodeName, owner, vmi.Status.NodeName)
+	}
+
+	var dev string
+	eventually(t, time.Minute, "the guest sees the new disk", func(context.Context) error {
+		d, ok := guestDisks(t, con)["e2e-hot"]
+		if !ok {
+			return fmt.Errorf("no disk with serial e2e-hot")
+		}
+		if d.bytes != size.Value() {
+			return fmt.Errorf("disk %+v, want %d bytes", d, size.Value())
+		}
+		dev = d.dev
+		return nil
+	})
+	guestRun(t, con, fmt.Sprintf("echo e2e-hotplug-data >/dev/%s; sync", dev))
+	if got := readGuestDisk(t, con, dev, 0); got != "e2e-hotplug-data" {
+		t.Fatalf("the guest reads %q back from its hotplugged disk", got)
+	}
+	img := filepath.Join(dir, "disk.img")
+	eventually(t, 30*time.Second, "the data in the claim's disk.img", func(context.Context) error {
+		b, err := os.ReadFile(img)
+		if err != nil || !bytes.Contains(b, []byte("e2e-hotplug-data")) {
+			return fmt.Errorf("not there (read error %v)", err)
+		}
+		return nil
+	})
+
+	t.Log("removevolume")
+	volumeCommand(t, c, ns, "virtualmachines", vm.Name, "removevolume", `{"name":"hot"}`)
+	eventually(t, 2*time.Minute, "the disk gone from the guest", func(context.Context) error {
+		if d, ok := guestDisks(t, con)["e2e-hot"]; ok {
+			return fmt.Errorf("still there: %+v", d)
+		}
+		return nil
+	})
+	eventually(t, 2*time.Minute, "volume, status and attachment pod gone", func(ctx context.Context) error {
+		cur := &kubevirtv1.VirtualMachine{}
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(vm), cur); err != nil {
+			return err
+		}
+		if findVolume(cur.Spec.Template.Spec.Volumes, "hot") != nil {
+			return fmt.Errorf("still in the VM template")
+		}
+		curVMI := &kubevirtv1.VirtualMachineInstance{}
+		if err := kc.Get(ctx, client.ObjectKeyFromObject(vmi), curVMI); err != nil {
+			return err
+		}
+		if findVolume(curVMI.Spec.Volumes, "hot") != nil {
+			return fmt.Errorf("still in the VMI spec")
+		}
+		for _, s := range curVMI.Status.VolumeStatus {
+			if s.Name == "hot" {
+				return fmt.Errorf("volume status %+v", s)
+			}
+		}
+		err := kc.Get(ctx, client.ObjectKey{Namespace: ns, Name: attachPod}, &corev1.Pod{})
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if err == nil {
+			return fmt.Errorf("attachment pod %s still there", attachPod)
+		}
+		if mounted, err := hotplugMounted("hotplug-disks/hot"); err != nil || mounted {
+			return fmt.Errorf("the volume is still mounted on the node (%v)", err)
+		}
+		return nil
+	})
+	// The guest still runs the same VMI.
+	guestRun(t, con, "true")
+}
+
+// volumeCommand calls addvolume or removevolume on a VM or VMI, as virtctl does.
+func volumeCommand(t *testing.T, c *cluster, ns, resource, name, cmd, body string) {
+	t.Helper()
+	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/%s/%s/%s", ns, resource, name, cmd)
+	if out, err := testenv.KubectlInput(t, c.kubevirt, body, "replace", "--raw", path, "-f", "-"); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+}
+
+func findVolume(vols []kubevirtv1.Volume, name string) *kubevirtv1.Volume {
+	for i := range vols {
+		if vols[i].Name == name {
+			return &vols[i]
+		}
+	}
+	return nil
+}
+
+// hotplugMounted reports whether a mount point on the node ends with suffix.
+func hotplugMounted(suffix string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasSuffix(f[4], suffix) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/testenv"
+)
+
+// A second stack next to the shared one: up is idempotent, kubectl works against it, and down
+// leaves no daemon and no lock behind.
+func TestSecondStackSideBySide(t *testing.T) {
+	env := testenv.Get(t)
+	base, err := testenv.FreePortBase(env.Net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := controlplane.New(controlplane.Config{StateDir: dir, BinDir: controlplane.BinDir(), PortBase: base, Net: env.Net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Down(true) })
+	ctx := context.Background()
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	pids := s.Status()
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	for name, pid := range s.Status() {
+		if pid == 0 || pid != pids[name] {
+			t.Errorf("second up restarted %s: pid %d, was %d", name, pid, pids[name])
+		}
+	}
+
+	kubectl := filepath.Join(controlplane.BinDir(), "kubectl")
+	out, err := exec.Command(kubectl, "--kubeconfig", s.KubeconfigPath(), "get", "ns", "-o", "name").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get ns: %v\n%s", err, out)
+	}
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		if !strings.Contains(string(out), "namespace/"+ns+"\n") {
+			t.Errorf("kubectl get ns lacks %s:\n%s", ns, out)
+		}
+	}
+	out, err = exec.Command(kubectl, "--kubeconfig", s.KubeconfigPath(), "api-resources").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "customresourcedefinitions") {
+		t.Fatalf("kubectl api-resources: %v\n%s", err, out)
+	}
+	out, err = exec.Command(kubectl, "--kubeconfig", s.KubeconfigPath(), "version", "-o", "json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"gitVersion": "`+controlplane.K8sVersion+`"`) {
+		t.Fatalf("kubectl version does not report %s: %v\n%s", controlplane.K8sVersion, err, out)
+	}
+
+	if err := s.Down(false); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	for name, pid := range pids {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil && !isZombie(pid) {
+			t.Errorf("%s (pid %d) still runs after down", name, pid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".lock")); !os.IsNotExist(err) {
+		t.Errorf("down left the lock file: %v", err)
+	}
+	if s.Running() {
+		t.Error("stack reports running after down")
+	}
+}
+
+// isZombie tells a process that has exited but is not reaped yet, which counts as stopped.
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+}
