@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/localnet"
 )
 
 // Namespace holds the core's Service for virt-api.
@@ -126,8 +126,10 @@ func Components(o Options) ([]controlplane.Component, error) {
 			"--use-emulation",
 			"--metrics-bind-address", ControllerMetricsAddr(o), "--health-probe-bind-address", ctrlProbe,
 		},
-		Before: func(context.Context) error { return controlplane.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI) },
-		Ready:  httpReady("http://" + ctrlProbe + "/readyz"),
+		Before: func(context.Context) error {
+			return controlplane.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI)
+		},
+		Ready: httpReady("http://" + ctrlProbe + "/readyz"),
 	}
 
 	// virt-api and its sidecar share a test host, as a pod's containers share its network.

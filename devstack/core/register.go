@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/localnet"
 )
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )

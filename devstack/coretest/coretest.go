@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/nodeagent"
-	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/testenv"
 )
 

@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/localnet"
 )
 
 // PrivateDir is a host directory that every container sees as a fresh private directory of its

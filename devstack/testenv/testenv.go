@@ -36,8 +36,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/localnet"
 )
 
 // KubeconfigEnv names the kubeconfig of a running stack that test binaries should share.

@@ -29,9 +29,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
-	"github.com/d8virt/devstack/controlplane"
 )
 
 func main() {

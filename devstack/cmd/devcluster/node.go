@@ -20,8 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/nodeagent"
 )
 
 // A node started with `devcluster node up` is a stack daemon named node-agent-<node>, with its
@@ -40,7 +40,7 @@ type nodeSpec struct {
 
 func nodesDir(s *controlplane.Stack) string           { return filepath.Join(s.Config().StateDir, "nodes") }
 func nodeRoot(s *controlplane.Stack, n string) string { return filepath.Join(nodesDir(s), n) }
-func nodeDaemon(n string) string               { return "node-agent-" + n }
+func nodeDaemon(n string) string                      { return "node-agent-" + n }
 
 // markedNodes lists the nodes `node up` registered, by name.
 func markedNodes(s *controlplane.Stack) ([]nodeSpec, error) {

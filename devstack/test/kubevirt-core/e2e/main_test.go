@@ -16,11 +16,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/nodeagent"
-	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/testenv"
 )
 
