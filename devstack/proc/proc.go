@@ -1,0 +1,184 @@
+// Package proc is what the stack knows about processes on this machine, read from /proc: whether
+// a pid still runs, which process a pid names (its start time defeats pid reuse), pid files, and
+// stopping a process with SIGTERM and, after a grace period, SIGKILL.
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Stat is what the stack reads from /proc/PID/stat.
+type Stat struct {
+	// State is the process state letter (field 3): R, S, D, Z, X, ...
+	State byte
+	// Parent is the parent's pid (field 4).
+	Parent int
+	// StartTicks is the start time in clock ticks since boot (field 22).
+	StartTicks uint64
+}
+
+// Exited tells a zombie (exited, not reaped yet) or a dead task.
+func (s Stat) Exited() bool { return s.State == 'Z' || s.State == 'X' }
+
+// ReadStat reads the stat of pid's main thread.
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	return parseStat(b)
+}
+
+// parseStat parses a stat line. The fields follow the command name in parentheses, which may
+// itself contain spaces and ')', so they are counted from the last ')'.
+func parseStat(b []byte) (Stat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return Stat{}, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3, so field N is f[N-3].
+	if len(f) < 20 || len(f[0]) != 1 {
+		return Stat{}, errors.New("short stat")
+	}
+	parent, err := strconv.Atoi(f[1])
+	if err != nil {
+		return Stat{}, fmt.Errorf("stat parent: %w", err)
+	}
+	ticks, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("stat start time: %w", err)
+	}
+	return Stat{State: f[0][0], Parent: parent, StartTicks: ticks}, nil
+}
+
+// Alive tells whether any thread of pid still runs. The main thread alone is not enough: a
+// daemon's main thread may exit before its workers do (libvirtd's does), and its zombie would make
+// the process look gone while it still holds sockets and files. A process whose threads have all
+// exited is gone even if nobody reaps it (a container's PID 1 may not).
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if st, err := parseStat(b); err != nil || !st.Exited() {
+			return true
+		}
+	}
+	return false
+}
+
+// Identity names one process unambiguously: a pid the kernel hands out again later belongs to a
+// process with another start time.
+type Identity struct {
+	Pid        int
+	StartTicks uint64
+}
+
+// Identify returns the identity of the process pid runs now; an error if none runs.
+func Identify(pid int) (Identity, error) {
+	st, err := ReadStat(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !Alive(pid) {
+		return Identity{}, fmt.Errorf("process %d has exited", pid)
+	}
+	return Identity{Pid: pid, StartTicks: st.StartTicks}, nil
+}
+
+// Alive tells whether the process still runs under its pid.
+func (id Identity) Alive() bool {
+	if id.Pid <= 0 {
+		return false
+	}
+	st, err := ReadStat(id.Pid)
+	return err == nil && st.StartTicks == id.StartTicks && Alive(id.Pid)
+}
+
+// Exe is the executable pid runs, without the " (deleted)" the kernel adds once the file was
+// replaced. Unlike the command line it is set already while the kernel is loading the binary.
+func Exe(pid int) (string, error) {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return strings.TrimSuffix(exe, " (deleted)"), err
+}
+
+// Comm is pid's command name, as the kernel shortens it.
+func Comm(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b)), err
+}
+
+// ReadPidFile returns the pid recorded in a pid file, or 0 when there is none: no file, or no
+// positive number in it. Whether that pid still runs is the caller's question.
+func ReadPidFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// WritePidFile records pid in a pid file.
+func WritePidFile(path string, pid int) error {
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)), 0o644)
+}
+
+// How often Stop looks whether the process is gone, and how long it waits after the SIGKILL.
+const (
+	pollInterval = 50 * time.Millisecond
+	killWait     = 5 * time.Second
+)
+
+// Stop sends pid SIGTERM, SIGKILL once grace has passed, and waits until running reports it gone;
+// running is Alive(pid) when nil, and a caller that can tell its process from a stranger that got
+// the pid since (by the executable) passes its own check. killed reports that it took the
+// SIGKILL; an error tells a failed signal or a process that outlived the SIGKILL.
+func Stop(pid int, grace time.Duration, running func() bool) (killed bool, err error) {
+	if running == nil {
+		running = func() bool { return Alive(pid) }
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return false, fmt.Errorf("signal process %d: %w", pid, err)
+	}
+	if waitGone(running, grace) {
+		return false, nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if waitGone(running, killWait) {
+		return true, nil
+	}
+	return true, fmt.Errorf("process %d survived SIGKILL", pid)
+}
+
+// waitGone polls running until it reports false or timeout has passed, and tells which.
+func waitGone(running func() bool, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for running() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}

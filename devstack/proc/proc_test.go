@@ -1,0 +1,158 @@
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	// Fields 5 to 21, the start time (field 22), and two more.
+	tail := strings.Repeat(" 0", 17) + " 4242 0 0"
+	for _, tc := range []struct {
+		name, line string
+		want       Stat
+		bad        bool
+	}{
+		{name: "plain", line: "12 (sleep) S 7" + tail, want: Stat{State: 'S', Parent: 7, StartTicks: 4242}},
+		{name: "zombie", line: "12 (sleep) Z 1" + tail, want: Stat{State: 'Z', Parent: 1, StartTicks: 4242}},
+		{name: "space and paren in name", line: "12 (a) b (c) R 3" + tail, want: Stat{State: 'R', Parent: 3, StartTicks: 4242}},
+		{name: "no name", line: "12 S 3" + tail, bad: true},
+		{name: "short", line: "12 (sleep) S 3 0 0", bad: true},
+		{name: "bad start time", line: "12 (sleep) S 3" + strings.Repeat(" 0", 17) + " x 0 0", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tc.line + "\n"))
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("parsed %+v, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	for _, st := range []struct {
+		s      byte
+		exited bool
+	}{{'R', false}, {'S', false}, {'D', false}, {'Z', true}, {'X', true}} {
+		if got := (Stat{State: st.s}).Exited(); got != st.exited {
+			t.Errorf("state %c: Exited %v, want %v", st.s, got, st.exited)
+		}
+	}
+}
+
+func TestAliveAndIdentity(t *testing.T) {
+	if !Alive(os.Getpid()) {
+		t.Fatal("this process is not alive")
+	}
+	for _, pid := range []int{0, -1} {
+		if Alive(pid) {
+			t.Errorf("Alive(%d)", pid)
+		}
+	}
+	self, err := Identify(os.Getpid())
+	if err != nil || !self.Alive() {
+		t.Fatalf("Identify(self) = %+v, %v", self, err)
+	}
+	if (Identity{Pid: self.Pid, StartTicks: self.StartTicks + 1}).Alive() {
+		t.Error("an identity with another start time is alive")
+	}
+	if exe, err := Exe(os.Getpid()); err != nil || exe != mustExecutable(t) {
+		t.Errorf("Exe = %q, %v", exe, err)
+	}
+
+	// A child that exited and is not reaped yet is a zombie: gone.
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := Identify(cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for Alive(cmd.Process.Pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if Alive(cmd.Process.Pid) {
+		t.Error("exited child still alive")
+	}
+	if st, err := ReadStat(cmd.Process.Pid); err != nil || !st.Exited() || st.Parent != os.Getpid() {
+		t.Errorf("stat of the zombie: %+v, %v", st, err)
+	}
+	if id.Alive() {
+		t.Error("identity of the exited child alive")
+	}
+	if _, err := Identify(cmd.Process.Pid); err == nil {
+		t.Error("identified a zombie")
+	}
+	_ = cmd.Wait()
+}
+
+func mustExecutable(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+func TestPidFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "d.pid")
+	if got := ReadPidFile(p); got != 0 {
+		t.Errorf("missing file: %d", got)
+	}
+	if err := WritePidFile(p, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadPidFile(p); got != 4321 {
+		t.Errorf("read %d, want 4321", got)
+	}
+	for content, want := range map[string]int{"17\n": 17, " 9 ": 9, "": 0, "x": 0, "-3": 0, "0": 0} {
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := ReadPidFile(p); got != want {
+			t.Errorf("%q: read %d, want %d", content, got, want)
+		}
+	}
+}
+
+func TestStop(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		killed       bool
+	}{
+		{"exits on SIGTERM", "sleep 30", false},
+		{"ignores SIGTERM", `trap "" TERM; while :; do sleep 0.05; done`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("/bin/sh", "-c", tc.script)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			// Let the shell set up its trap.
+			time.Sleep(200 * time.Millisecond)
+			start := time.Now()
+			killed, err := Stop(cmd.Process.Pid, 500*time.Millisecond, nil)
+			if err != nil || killed != tc.killed {
+				t.Fatalf("Stop = %v, %v; want killed %v", killed, err, tc.killed)
+			}
+			if Alive(cmd.Process.Pid) {
+				t.Error("still alive after Stop")
+			}
+			if !tc.killed && time.Since(start) > 400*time.Millisecond {
+				t.Errorf("took %s for a process that exits on SIGTERM", time.Since(start))
+			}
+		})
+	}
+	// A process that is already gone is stopped at once.
+	if killed, err := Stop(1<<22+1, time.Second, func() bool { return false }); err != nil || killed {
+		t.Errorf("Stop of a gone process = %v, %v", killed, err)
+	}
+}
