@@ -17,6 +17,7 @@ import (
 
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/libvirtd"
+	"github.com/d8virt/devstack/proc"
 )
 
 // QemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
@@ -45,17 +46,8 @@ func QemuPidOf(t testing.TB, name string) int {
 }
 
 // ProcessExists reports whether pid runs. A zombie counts as gone: it has exited, only its parent
-// has not reaped it yet.
-func ProcessExists(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	// The state follows the command name in parentheses, which may itself contain ')'.
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+// has not reaped it yet. (proc.Alive, under the name the guest-booting tests know.)
+func ProcessExists(pid int) bool { return proc.Alive(pid) }
 
 // Console collects what the guest prints on its serial port.
 type Console struct {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/proc"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -209,17 +208,7 @@ func (s *nodeAgentSuite) running(t *testing.T, pod *corev1.Pod, ctr string) node
 
 // procAlive tells whether pid is still the process that started at ticks.
 func procAlive(pid int, ticks uint64) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || f[0] == "Z" {
-		return false
-	}
-	t, _ := strconv.ParseUint(f[19], 10, 64)
-	return t == ticks
+	return proc.Identity{Pid: pid, StartTicks: ticks}.Alive()
 }
 
 func netnsExists(uid types.UID) bool {
