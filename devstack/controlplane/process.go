@@ -1,17 +1,16 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/d8virt/devstack/proc"
 )
 
 // process is one daemon of the stack, tracked by a pid file so that a later command can find it.
@@ -35,31 +34,17 @@ func (s *Stack) logFile(name string) string {
 // running returns the pid of the process if it is alive and still runs the stack's binary; a pid
 // that the kernel gave to some other program since is not ours.
 func (s *Stack) running(p process) (int, bool) {
-	b, err := os.ReadFile(s.pidFile(p.name))
-	if err != nil {
+	pid := proc.ReadPidFile(s.pidFile(p.name))
+	if pid == 0 {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	// The exe link, unlike cmdline, is already set while the kernel is still loading the binary.
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	exe = strings.TrimSuffix(exe, " (deleted)")
+	exe, err := proc.Exe(pid)
 	// Inside a namespace, ip is the process until it has exec'ed the daemon.
 	starting := p.netns != "" && filepath.Base(exe) == "ip"
-	if err != nil || (exe != p.bin && !starting) {
-		return 0, false
-	}
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && isZombie(stat) {
+	if err != nil || (exe != p.bin && !starting) || !proc.Alive(pid) {
 		return 0, false
 	}
 	return pid, true
-}
-
-func isZombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // start launches p in its own session, detached from the caller, with output appended to its log.
@@ -86,7 +71,7 @@ func (s *Stack) start(p process) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := proc.WritePidFile(s.pidFile(p.name), cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("record pid of %s: %w", p.name, err)
 	}
@@ -108,25 +93,20 @@ func (s *Stack) stop(p process, timeout time.Duration) error {
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %s (pid %d): %w", p.name, pid, err)
+	killed, err := proc.Stop(pid, timeout, func() bool { _, ok := s.running(p); return ok })
+	if killed {
+		s.logf("%s (pid %d) did not stop within %s, killed it", p.name, pid, timeout)
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if _, ok := s.running(p); !ok {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	s.logf("%s (pid %d) did not stop within %s, killing it", p.name, pid, timeout)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 50; i++ {
-		if _, ok := s.running(p); !ok {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s (pid %d) survived SIGKILL", p.name, pid)
+	return nil
+}
+
+// StopComponent stops one component by its pid file, as Down would, whether or not the stack
+// lists it: SIGTERM, then SIGKILL after the timeout.
+func (s *Stack) StopComponent(c Component, timeout time.Duration) error {
+	return s.stop(process{name: c.Name, bin: c.Bin, netns: c.NetNS}, timeout)
 }
 
 // tail returns the last lines of a process log, for error messages that explain a failed start.
