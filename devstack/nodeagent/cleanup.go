@@ -37,21 +37,21 @@ func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
 		for _, c := range ctrs {
 			var ri RunningInfo
 			if readJSON(filepath.Join(l.PodDir(uid), "containers", c.Name(), runningFile), &ri) == nil &&
-				(alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks)) {
+				(ri.process().Alive() || ri.shim().Alive()) {
 				procs = append(procs, ri)
 			}
 		}
 	}
 	signalAll := func(sig syscall.Signal) {
 		for _, ri := range procs {
-			if alive(ri.Pid, ri.StartTicks) {
+			if ri.process().Alive() {
 				_ = syscall.Kill(-ri.Pid, sig)
 			}
 		}
 	}
 	anyAlive := func() bool {
 		for _, ri := range procs {
-			if alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks) {
+			if ri.process().Alive() || ri.shim().Alive() {
 				return true
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/proc"
 )
 
 // podState is what the agent keeps about a pod across its own restarts (state.json).
@@ -533,13 +534,13 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 	c.rec.Exe = path
 	c.save(r.log)
 	c.running = &RunningInfo{Attempt: attempt, ShimPid: cmd.Process.Pid, StartedAt: now}
-	if ticks, err := procStartTicks(cmd.Process.Pid); err == nil {
-		c.running.ShimStartTicks = ticks
+	if shim, err := proc.Identify(cmd.Process.Pid); err == nil {
+		c.running.ShimStartTicks = shim.StartTicks
 	}
 	r.log.Info("container started", "container", c.name, "attempt", attempt, "exe", path)
 	r.event(corev1.EventTypeNormal, "Started", fmt.Sprintf("Started container %s", c.name))
 	r.startProbe(ctx, c, spec)
-	go r.monitor(ctx, c, attempt, cmd, 0, 0)
+	go r.monitor(ctx, c, attempt, cmd, proc.Identity{})
 }
 
 func (r *podRuntime) startShim(c *ctr) (*exec.Cmd, error) {
@@ -634,7 +635,7 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 
 // monitor waits for an attempt to end and posts its outcome. cmd is set for a shim this agent
 // started; an adopted one (agent restart) is watched by pid.
-func (r *podRuntime) monitor(ctx context.Context, c *ctr, attempt int, cmd *exec.Cmd, shimPid int, shimTicks uint64) {
+func (r *podRuntime) monitor(ctx context.Context, c *ctr, attempt int, cmd *exec.Cmd, shim proc.Identity) {
 	exited := make(chan struct{})
 	if cmd != nil {
 		go func() {
@@ -658,7 +659,7 @@ func (r *podRuntime) monitor(ctx context.Context, c *ctr, attempt int, cmd *exec
 				})
 			}
 		}
-		if cmd == nil && n%10 == 0 && !alive(shimPid, shimTicks) {
+		if cmd == nil && n%10 == 0 && !shim.Alive() {
 			break
 		}
 		select {
@@ -677,7 +678,7 @@ func (r *podRuntime) monitor(ctx context.Context, c *ctr, attempt int, cmd *exec
 		var ri RunningInfo
 		if readJSON(runningPath, &ri) == nil && ri.Attempt == attempt {
 			info.StartedAt = ri.StartedAt
-			if alive(ri.Pid, ri.StartTicks) {
+			if ri.process().Alive() {
 				_ = syscall.Kill(-ri.Pid, syscall.SIGKILL)
 			}
 		}
@@ -785,7 +786,7 @@ func (r *podRuntime) signal(c *ctr, sig syscall.Signal) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if c.running.Pid > 0 && alive(c.running.Pid, c.running.StartTicks) {
+	if c.running.Pid > 0 && c.running.process().Alive() {
 		if err := syscall.Kill(-c.running.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			r.log.Warn("signal container", "container", c.name, "signal", sig, "err", err)
 		}

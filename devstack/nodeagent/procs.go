@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/d8virt/devstack/proc"
 )
 
 // The agent runs every container attempt through two hidden subcommands of its own binary:
@@ -129,35 +130,13 @@ func readJSON(p string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// procStartTicks is a process's start time in clock ticks since boot (field 22 of
-// /proc/PID/stat); together with the pid it names a process unambiguously.
-func procStartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is the state (field 3); the start time is field 22.
-	if len(fields) < 20 {
-		return 0, errors.New("short stat")
-	}
-	if fields[0] == "Z" || fields[0] == "X" {
-		return 0, errors.New("zombie")
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
+// process is the attempt's program, shim its supervisor.
+func (ri RunningInfo) process() proc.Identity {
+	return proc.Identity{Pid: ri.Pid, StartTicks: ri.StartTicks}
 }
 
-// alive tells whether pid still is the process that started at ticks.
-func alive(pid int, ticks uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	t, err := procStartTicks(pid)
-	return err == nil && t == ticks
+func (ri RunningInfo) shim() proc.Identity {
+	return proc.Identity{Pid: ri.ShimPid, StartTicks: ri.ShimStartTicks}
 }
 
 // runShim supervises one container attempt; see the comment on ShimCommand.
@@ -203,11 +182,11 @@ func runShim(ctrDir string) int {
 		return 0
 	}
 	devnull.Close()
-	ticks, _ := procStartTicks(pid)
-	shimTicks, _ := procStartTicks(os.Getpid())
+	self, _ := proc.Identify(os.Getpid())
+	child, _ := proc.Identify(pid)
 	_ = writeJSON(filepath.Join(ctrDir, runningFile), RunningInfo{
-		Attempt: spec.Attempt, Pid: pid, StartTicks: ticks,
-		ShimPid: os.Getpid(), ShimStartTicks: shimTicks, StartedAt: started,
+		Attempt: spec.Attempt, Pid: pid, StartTicks: child.StartTicks,
+		ShimPid: os.Getpid(), ShimStartTicks: self.StartTicks, StartedAt: started,
 	})
 
 	var status syscall.WaitStatus
@@ -285,20 +264,11 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+		st, err := proc.ReadStat(p)
+		if err != nil || st.Exited() {
 			continue // zombies are reaped by their parent or, once it is gone, by the shim
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], p)
+		children[st.Parent] = append(children[st.Parent], p)
 	}
 	var out []int
 	queue := []int{pid}

@@ -441,7 +441,7 @@ func (r *podRuntime) markLost(msg string) {
 	now := time.Now()
 	for _, c := range r.all() {
 		if c.running != nil {
-			if alive(c.running.Pid, c.running.StartTicks) {
+			if c.running.process().Alive() {
 				_ = syscall.Kill(-c.running.Pid, syscall.SIGKILL)
 			}
 			continue // its monitor reports the exit
@@ -524,7 +524,7 @@ func (p *Provider) loadPod(uid types.UID) (*podRuntime, error) {
 			continue
 		}
 		var ri RunningInfo
-		if readJSON(filepath.Join(c.dir, runningFile), &ri) == nil && ri.Attempt == c.rec.Attempt && alive(ri.ShimPid, ri.ShimStartTicks) {
+		if readJSON(filepath.Join(c.dir, runningFile), &ri) == nil && ri.Attempt == c.rec.Attempt && ri.shim().Alive() {
 			c.running = &ri
 			adopted = append(adopted, c)
 			continue
@@ -562,7 +562,7 @@ func (p *Provider) loadPod(uid types.UID) (*podRuntime, error) {
 		if spec := r.specOf(&pod, c); spec != nil && spec.ReadinessProbe == nil {
 			c.ready = true
 		}
-		go r.monitor(p.ctx, c, c.rec.Attempt, nil, c.running.ShimPid, c.running.ShimStartTicks)
+		go r.monitor(p.ctx, c, c.rec.Attempt, nil, c.running.shim())
 		c := c
 		r.posts <- func() {
 			if c.running != nil && r.state.Reason == "" {
