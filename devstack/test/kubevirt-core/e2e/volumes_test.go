@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,15 +147,19 @@ func deviceInUse(dev string) error {
 		}
 	}
 	// A bind of the device node shows up with the node's name below /dev as its root.
-	infos, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
-	for _, mi := range infos {
-		b, err := os.ReadFile(mi)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && f[3] == "/"+filepath.Base(dev) {
-				return fmt.Errorf("%s is mounted: %s: %s", dev, mi, line)
+		mounts, err := mountinfo.PidMountInfo(pid)
+		if err != nil {
+			continue
+		}
+		for _, m := range mounts {
+			if m.Root == "/"+filepath.Base(dev) {
+				return fmt.Errorf("%s is mounted in the mount namespace of pid %d on %s", dev, pid, m.Mountpoint)
 			}
 		}
 	}
