@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/d8virt/devstack/cachedir"
 	"github.com/d8virt/devstack/filelock"
 	"github.com/d8virt/devstack/proc"
 )
@@ -69,21 +70,7 @@ func DefaultStateDir() string {
 // D8V_CACHE, $XDG_CACHE_HOME/d8-virtualization or ~/.cache/d8-virtualization, as for the rest of
 // the stack. Tests use their own names so that they never stop the instance a developer works with.
 func StateDirFor(name string) string {
-	return filepath.Join(cacheRoot(), "libvirt", name)
-}
-
-func cacheRoot() string {
-	if d := os.Getenv("D8V_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "d8-virtualization")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "d8-virtualization")
+	return filepath.Join(cachedir.Root(), "libvirt", name)
 }
 
 func (o Options) withDefaults() (Options, error) {
