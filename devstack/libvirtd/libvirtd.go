@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -295,16 +294,12 @@ func killNamespace(ns string) error {
 	if ns == self {
 		return nil
 	}
-	entries, err := os.ReadDir("/proc")
+	all, err := proc.List()
 	if err != nil {
 		return fmt.Errorf("libvirtd: list processes: %w", err)
 	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range all {
 		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l == ns {
 			pids = append(pids, pid)
 		}

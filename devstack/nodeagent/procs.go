@@ -254,16 +254,12 @@ func killDescendants() {
 
 // descendants lists the processes below pid, from the parent links in /proc.
 func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
+	all, err := proc.List()
 	if err != nil {
 		return nil
 	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, p := range all {
 		st, err := proc.ReadStat(p)
 		if err != nil || st.Exited() {
 			continue // zombies are reaped by their parent or, once it is gone, by the shim

@@ -14,6 +14,21 @@ import (
 	"time"
 )
 
+// List returns the pid of every process on the machine (in this pid namespace).
+func List() ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
 // Stat is what the stack reads from /proc/PID/stat.
 type Stat struct {
 	// State is the process state letter (field 3): R, S, D, Z, X, ...

@@ -92,6 +92,23 @@ func TestAliveAndIdentity(t *testing.T) {
 	_ = cmd.Wait()
 }
 
+func TestList(t *testing.T) {
+	pids, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := false
+	for _, pid := range pids {
+		if pid <= 0 {
+			t.Errorf("List returned pid %d", pid)
+		}
+		self = self || pid == os.Getpid()
+	}
+	if !self {
+		t.Errorf("List (%d pids) lacks this process, %d", len(pids), os.Getpid())
+	}
+}
+
 func mustExecutable(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {

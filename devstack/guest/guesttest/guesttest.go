@@ -23,16 +23,12 @@ import (
 // QemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
 func QemuPidOf(t testing.TB, name string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	pids, err := proc.List()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}

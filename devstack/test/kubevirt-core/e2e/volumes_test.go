@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/devstack/proc"
 )
 
 // testVolumeTypes boots a VM configured by a config drive with a disk on a block-mode claim (a
@@ -147,12 +148,8 @@ func deviceInUse(dev string) error {
 		}
 	}
 	// A bind of the device node shows up with the node's name below /dev as its root.
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(filepath.Base(p))
-		if err != nil {
-			continue
-		}
+	pids, _ := proc.List()
+	for _, pid := range pids {
 		mounts, err := mountinfo.PidMountInfo(pid)
 		if err != nil {
 			continue
