@@ -252,7 +252,7 @@ func Stop(ctx context.Context, opts Options) error {
 	var errs []error
 	var ns string
 	if pid := alivePid(opts.StateDir, "libvirtd"); pid > 0 {
-		ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		ns, _ = proc.Namespace(pid, "mnt")
 		if ping(ctx, d.URI) == nil {
 			out, err := virsh(ctx, d.URI, "list", "--name", "--state-running", "--state-paused", "--state-other")
 			if err != nil {
@@ -270,7 +270,7 @@ func Stop(ctx context.Context, opts Options) error {
 	}
 	if pid := alivePid(opts.StateDir, "virtlogd"); pid > 0 {
 		if ns == "" {
-			ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+			ns, _ = proc.Namespace(pid, "mnt")
 		}
 		if err := terminate(pid, 10*time.Second); err != nil {
 			errs = append(errs, err)
@@ -290,19 +290,13 @@ func Stop(ctx context.Context, opts Options) error {
 // killNamespace SIGKILLs every process whose mount namespace is ns. Our own namespace is never
 // the instance's, so this cannot hit the caller.
 func killNamespace(ns string) error {
-	self, _ := os.Readlink("/proc/self/ns/mnt")
+	self, _ := proc.Namespace(os.Getpid(), "mnt")
 	if ns == self {
 		return nil
 	}
-	all, err := proc.List()
+	pids, err := proc.InNamespace("mnt", ns)
 	if err != nil {
 		return fmt.Errorf("libvirtd: list processes: %w", err)
-	}
-	var pids []int
-	for _, pid := range all {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l == ns {
-			pids = append(pids, pid)
-		}
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)

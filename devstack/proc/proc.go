@@ -140,6 +140,27 @@ func Comm(pid int) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
+// Namespace names pid's namespace of a kind ("mnt", "net", ...) as the kernel does
+// ("mnt:[4026531841]"): two processes share the namespace when the names are equal.
+func Namespace(pid int, kind string) (string, error) {
+	return os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + kind)
+}
+
+// InNamespace lists the processes in the namespace of a kind that Namespace named ns.
+func InNamespace(kind, ns string) ([]int, error) {
+	all, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, pid := range all {
+		if got, err := Namespace(pid, kind); err == nil && got == ns {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
 // ReadPidFile returns the pid recorded in a pid file, or 0 when there is none: no file, or no
 // positive number in it. Whether that pid still runs is the caller's question.
 func ReadPidFile(path string) int {

@@ -109,6 +109,27 @@ func TestList(t *testing.T) {
 	}
 }
 
+func TestNamespace(t *testing.T) {
+	ns, err := Namespace(os.Getpid(), "mnt")
+	if err != nil || !strings.HasPrefix(ns, "mnt:[") {
+		t.Fatalf("Namespace(self, mnt) = %q, %v", ns, err)
+	}
+	pids, err := InNamespace("mnt", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, pid := range pids {
+		found = found || pid == os.Getpid()
+	}
+	if !found {
+		t.Errorf("InNamespace(mnt, %s) lacks this process", ns)
+	}
+	if pids, err := InNamespace("mnt", "mnt:[0]"); err != nil || len(pids) != 0 {
+		t.Errorf("InNamespace of no namespace = %v, %v", pids, err)
+	}
+}
+
 func mustExecutable(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {
