@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/proc"
 )
 
 // CleanupNode removes every pod a stopped agent left under root: SIGTERM to each container's
@@ -42,12 +43,13 @@ func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
 			}
 		}
 	}
-	signalAll := func(sig syscall.Signal) {
+	signalAll := func(sig syscall.Signal) error {
 		for _, ri := range procs {
 			if ri.process().Alive() {
 				_ = syscall.Kill(-ri.Pid, sig)
 			}
 		}
+		return nil
 	}
 	anyAlive := func() bool {
 		for _, ri := range procs {
@@ -57,20 +59,8 @@ func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
 		}
 		return false
 	}
-	waitGone := func(d time.Duration) bool {
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if !anyAlive() {
-				return true
-			}
-		}
-		return !anyAlive()
-	}
-	signalAll(syscall.SIGTERM)
-	if !waitGone(grace) {
-		signalAll(syscall.SIGKILL)
-		if !waitGone(10 * time.Second) {
-			return fmt.Errorf("processes of pods under %s survived SIGKILL", root)
-		}
+	if _, err := proc.Terminate(signalAll, anyAlive, grace, 10*time.Second); err != nil {
+		return fmt.Errorf("processes of pods under %s %w", root, err)
 	}
 	var errs []error
 	for _, uid := range uids {

@@ -194,17 +194,38 @@ func Stop(pid int, grace time.Duration, running func() bool) (killed bool, err e
 	if running == nil {
 		running = func() bool { return Alive(pid) }
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return false, fmt.Errorf("signal process %d: %w", pid, err)
+	signal := func(sig syscall.Signal) error {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal process %d: %w", pid, err)
+		}
+		return nil
+	}
+	killed, err = Terminate(signal, running, grace, killWait)
+	if errors.Is(err, ErrSurvivedKill) {
+		err = fmt.Errorf("process %d %w", pid, err)
+	}
+	return killed, err
+}
+
+// ErrSurvivedKill is Terminate's error when something still runs after the SIGKILL.
+var ErrSurvivedKill = errors.New("survived SIGKILL")
+
+// Terminate is Stop for what one pid does not name, such as a set of process groups: signal sends
+// a signal to all of it, running tells whether anything of it is left. It sends SIGTERM, SIGKILL
+// once grace has passed, and waits up to killWait after that. An error from signal's SIGTERM ends
+// it at once; the SIGKILL's is ignored, since only what is left afterwards counts.
+func Terminate(signal func(syscall.Signal) error, running func() bool, grace, killWait time.Duration) (killed bool, err error) {
+	if err := signal(syscall.SIGTERM); err != nil {
+		return false, err
 	}
 	if waitGone(running, grace) {
 		return false, nil
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	_ = signal(syscall.SIGKILL)
 	if waitGone(running, killWait) {
 		return true, nil
 	}
-	return true, fmt.Errorf("process %d survived SIGKILL", pid)
+	return true, ErrSurvivedKill
 }
 
 // waitGone polls running until it reports false or timeout has passed, and tells which.

@@ -1,10 +1,13 @@
 package proc
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,6 +130,38 @@ func TestNamespace(t *testing.T) {
 	}
 	if pids, err := InNamespace("mnt", "mnt:[0]"); err != nil || len(pids) != 0 {
 		t.Errorf("InNamespace of no namespace = %v, %v", pids, err)
+	}
+}
+
+func TestTerminate(t *testing.T) {
+	errSignal := errors.New("no such group")
+	for _, tc := range []struct {
+		name string
+		// diesOn is the signal that ends the fake; 0 for none.
+		diesOn    syscall.Signal
+		signalErr error
+		killed    bool
+		err       error
+		sent      []syscall.Signal
+	}{
+		{name: "ends on SIGTERM", diesOn: syscall.SIGTERM, sent: []syscall.Signal{syscall.SIGTERM}},
+		{name: "ends on SIGKILL", diesOn: syscall.SIGKILL, killed: true, sent: []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}},
+		{name: "survives", killed: true, err: ErrSurvivedKill, sent: []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}},
+		{name: "signal fails", signalErr: errSignal, err: errSignal, sent: []syscall.Signal{syscall.SIGTERM}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent []syscall.Signal
+			dead := false
+			signal := func(sig syscall.Signal) error {
+				sent = append(sent, sig)
+				dead = dead || sig == tc.diesOn
+				return tc.signalErr
+			}
+			killed, err := Terminate(signal, func() bool { return !dead }, 100*time.Millisecond, 100*time.Millisecond)
+			if killed != tc.killed || !errors.Is(err, tc.err) || fmt.Sprint(sent) != fmt.Sprint(tc.sent) {
+				t.Errorf("Terminate = %v, %v after %v; want %v, %v after %v", killed, err, sent, tc.killed, tc.err, tc.sent)
+			}
+		})
 	}
 }
 
