@@ -12,6 +12,7 @@ import (
 	"github.com/d8virt/devstack/proc"
 )
 
+// Each daemon of the stack has a pid file, so that a later command finds it, and a log.
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.cfg.StateDir, "run", name+".pid") }
 func (s *Stack) logFile(name string) string {
 	return filepath.Join(s.cfg.StateDir, "logs", name+".log")
