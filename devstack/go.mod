@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/d8virt/kubevirt-core v0.0.0
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/virtual-kubelet/virtual-kubelet v1.14.1

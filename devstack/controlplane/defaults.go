@@ -9,27 +9,16 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/d8virt/devstack/cachedir"
 	"github.com/d8virt/devstack/localnet"
 )
 
 // K8sVersion is the Kubernetes release the local stack runs; hack/build-k8s.sh has the same pin.
 const K8sVersion = "v1.37.2"
 
-// CacheRoot is the machine-wide cache of built binaries and stack state: D8V_CACHE, or
-// $XDG_CACHE_HOME/d8-virtualization, or ~/.cache/d8-virtualization.
-func CacheRoot() string {
-	if v := os.Getenv("D8V_CACHE"); v != "" {
-		return v
-	}
-	if v := os.Getenv("XDG_CACHE_HOME"); v != "" {
-		return filepath.Join(v, "d8-virtualization")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "d8-virtualization")
-}
+// CacheRoot is the machine-wide cache of built binaries and stack state (cachedir.Root): D8V_CACHE,
+// or $XDG_CACHE_HOME/d8-virtualization, or ~/.cache/d8-virtualization.
+func CacheRoot() string { return cachedir.Root() }
 
 // BinDir is where hack/build-k8s.sh puts the Kubernetes binaries, kubectl and helm.
 func BinDir() string {

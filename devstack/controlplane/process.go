@@ -1,32 +1,18 @@
 package controlplane
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/d8virt/devstack/proc"
 )
 
-// process is one daemon of the stack, tracked by a pid file so that a later command can find it.
-type process struct {
-	name string
-	bin  string
-	args []string
-	// netns runs the daemon inside a test host's network namespace.
-	netns string
-	// before, when set, prepares each start.
-	before func(ctx context.Context) error
-	// ready, when set, tells that a freshly started daemon serves.
-	ready func(ctx context.Context) error
-}
-
+// Each daemon of the stack has a pid file, so that a later command finds it, and a log.
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.cfg.StateDir, "run", name+".pid") }
 func (s *Stack) logFile(name string) string {
 	return filepath.Join(s.cfg.StateDir, "logs", name+".log")
@@ -34,99 +20,80 @@ func (s *Stack) logFile(name string) string {
 
 // running returns the pid of the process if it is alive and still runs the stack's binary; a pid
 // that the kernel gave to some other program since is not ours.
-func (s *Stack) running(p process) (int, bool) {
-	b, err := os.ReadFile(s.pidFile(p.name))
-	if err != nil {
+func (s *Stack) running(p Component) (int, bool) {
+	pid := proc.ReadPidFile(s.pidFile(p.Name))
+	if pid == 0 {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	// The exe link, unlike cmdline, is already set while the kernel is still loading the binary.
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	exe = strings.TrimSuffix(exe, " (deleted)")
+	exe, err := proc.Exe(pid)
 	// Inside a namespace, ip is the process until it has exec'ed the daemon.
-	starting := p.netns != "" && filepath.Base(exe) == "ip"
-	if err != nil || (exe != p.bin && !starting) {
-		return 0, false
-	}
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && isZombie(stat) {
+	starting := p.NetNS != "" && filepath.Base(exe) == "ip"
+	if err != nil || (exe != p.Bin && !starting) || !proc.Alive(pid) {
 		return 0, false
 	}
 	return pid, true
 }
 
-func isZombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
-}
-
 // start launches p in its own session, detached from the caller, with output appended to its log.
-func (s *Stack) start(p process) error {
+func (s *Stack) start(p Component) error {
 	for _, d := range []string{"run", "logs"} {
 		if err := os.MkdirAll(filepath.Join(s.cfg.StateDir, d), 0o755); err != nil {
 			return fmt.Errorf("create %s dir: %w", d, err)
 		}
 	}
-	logf, err := os.OpenFile(s.logFile(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(s.logFile(p.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("open log of %s: %w", p.name, err)
+		return fmt.Errorf("open log of %s: %w", p.Name, err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "\n==== %s starting %s\n", time.Now().Format(time.RFC3339), strings.Join(append([]string{p.bin}, p.args...), " "))
-	cmd := exec.Command(p.bin, p.args...)
-	if p.netns != "" {
+	fmt.Fprintf(logf, "\n==== %s starting %s\n", time.Now().Format(time.RFC3339), strings.Join(append([]string{p.Bin}, p.Args...), " "))
+	cmd := exec.Command(p.Bin, p.Args...)
+	if p.NetNS != "" {
 		// ip execs the daemon in place, so the pid and /proc/PID/exe are the daemon's own.
-		cmd = exec.Command("ip", append([]string{"netns", "exec", p.netns, p.bin}, p.args...)...)
+		cmd = exec.Command("ip", append([]string{"netns", "exec", p.NetNS, p.Bin}, p.Args...)...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = s.cfg.StateDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
+		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	if err := os.WriteFile(s.pidFile(p.name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := proc.WritePidFile(s.pidFile(p.Name), cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
-		return fmt.Errorf("record pid of %s: %w", p.name, err)
+		return fmt.Errorf("record pid of %s: %w", p.Name, err)
 	}
 	// Reap the child if this process lives long enough (otherwise init adopts it), and keep its
 	// exit status for the error message of a failed start.
 	go func() {
 		err := cmd.Wait()
 		s.mu.Lock()
-		s.exits[p.name] = fmt.Sprintf("%v", err)
+		s.exits[p.Name] = fmt.Sprintf("%v", err)
 		s.mu.Unlock()
 	}()
 	return nil
 }
 
 // stop sends SIGTERM, then SIGKILL after the timeout, and waits until the process is gone.
-func (s *Stack) stop(p process, timeout time.Duration) error {
-	defer os.Remove(s.pidFile(p.name))
+func (s *Stack) stop(p Component, timeout time.Duration) error {
+	defer os.Remove(s.pidFile(p.Name))
 	pid, ok := s.running(p)
 	if !ok {
 		return nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %s (pid %d): %w", p.name, pid, err)
+	killed, err := proc.Stop(pid, timeout, func() bool { _, ok := s.running(p); return ok })
+	if killed {
+		s.logf("%s (pid %d) did not stop within %s, killed it", p.Name, pid, timeout)
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if _, ok := s.running(p); !ok {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
 	}
-	s.logf("%s (pid %d) did not stop within %s, killing it", p.name, pid, timeout)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 50; i++ {
-		if _, ok := s.running(p); !ok {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s (pid %d) survived SIGKILL", p.name, pid)
+	return nil
+}
+
+// StopComponent stops one component by its pid file, as Down would, whether or not the stack
+// lists it: SIGTERM, then SIGKILL after the timeout.
+func (s *Stack) StopComponent(c Component, timeout time.Duration) error {
+	return s.stop(c, timeout)
 }
 
 // tail returns the last lines of a process log, for error messages that explain a failed start.

@@ -53,7 +53,8 @@ type Config struct {
 }
 
 // Component is a long-running program that the stack runs next to the control plane, like the
-// pods of a node would.
+// pods of a node would. The control plane's own daemons are Components too; each is tracked by a
+// pid file so that a later command finds it.
 type Component struct {
 	Name string
 	// Bin is the absolute path of the program.
@@ -139,7 +140,8 @@ func (s *Stack) logf(format string, args ...any) {
 	}
 }
 
-func (s *Stack) processes() []process {
+// processes lists the control plane daemons in start order, then the components.
+func (s *Stack) processes() []Component {
 	bin := func(n string) string { return filepath.Join(s.cfg.BinDir, n) }
 	etcd := "http://127.0.0.1:" + strconv.Itoa(s.cfg.EtcdPort())
 	peer := "http://127.0.0.1:" + strconv.Itoa(s.cfg.EtcdPeerPort())
@@ -148,8 +150,8 @@ func (s *Stack) processes() []process {
 		"--authentication-kubeconfig=" + s.kubeconfig("controller-manager"),
 		"--authorization-kubeconfig=" + s.kubeconfig("controller-manager"),
 	}
-	ps := []process{
-		{name: "etcd", bin: bin("etcd"), args: []string{
+	ps := []Component{
+		{Name: "etcd", Bin: bin("etcd"), Args: []string{
 			"--name=default",
 			"--data-dir=" + filepath.Join(s.cfg.StateDir, "etcd"),
 			"--listen-client-urls=" + etcd, "--advertise-client-urls=" + etcd,
@@ -159,7 +161,7 @@ func (s *Stack) processes() []process {
 			"--unsafe-no-fsync",
 			"--log-level=warn",
 		}},
-		{name: "kube-apiserver", bin: bin("kube-apiserver"), args: []string{
+		{Name: "kube-apiserver", Bin: bin("kube-apiserver"), Args: []string{
 			"--etcd-servers=" + etcd,
 			"--advertise-address=" + gw,
 			"--bind-address=" + gw,
@@ -183,7 +185,7 @@ func (s *Stack) processes() []process {
 			"--proxy-client-key-file=" + s.pki("front-proxy-client.key"),
 			"--profiling=false",
 		}},
-		{name: "kube-controller-manager", bin: bin("kube-controller-manager"), args: append([]string{
+		{Name: "kube-controller-manager", Bin: bin("kube-controller-manager"), Args: append([]string{
 			"--kubeconfig=" + s.kubeconfig("controller-manager"),
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(s.cfg.ControllerPort()),
@@ -196,7 +198,7 @@ func (s *Stack) processes() []process {
 			"--leader-elect=false",
 			"--profiling=false",
 		}, authn...)},
-		{name: "kube-scheduler", bin: bin("kube-scheduler"), args: []string{
+		{Name: "kube-scheduler", Bin: bin("kube-scheduler"), Args: []string{
 			"--kubeconfig=" + s.kubeconfig("scheduler"),
 			"--authentication-kubeconfig=" + s.kubeconfig("scheduler"),
 			"--authorization-kubeconfig=" + s.kubeconfig("scheduler"),
@@ -206,10 +208,7 @@ func (s *Stack) processes() []process {
 			"--profiling=false",
 		}},
 	}
-	for _, c := range s.cfg.Components {
-		ps = append(ps, process{name: c.Name, bin: c.Bin, args: c.Args, netns: c.NetNS, before: c.Before, ready: c.Ready})
-	}
-	return ps
+	return append(ps, s.cfg.Components...)
 }
 
 func (s *Stack) certSpecs() []certSpec {
@@ -318,48 +317,48 @@ func (s *Stack) Up(ctx context.Context) error {
 			}
 		}
 		if pid, ok := s.running(p); ok {
-			s.logf("%s already running (pid %d)", p.name, pid)
+			s.logf("%s already running (pid %d)", p.Name, pid)
 			continue
 		}
 		if err := s.checkPortFree(p); err != nil {
 			return err
 		}
-		if p.before != nil {
-			if err := p.before(ctx); err != nil {
-				return fmt.Errorf("prepare %s: %w", p.name, err)
+		if p.Before != nil {
+			if err := p.Before(ctx); err != nil {
+				return fmt.Errorf("prepare %s: %w", p.Name, err)
 			}
 		}
-		s.logf("starting %s, log in %s", p.name, s.logFile(p.name))
+		s.logf("starting %s, log in %s", p.Name, s.logFile(p.Name))
 		if err := s.start(p); err != nil {
 			return err
 		}
 		if err := s.waitStarted(ctx, p); err != nil {
-			return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, s.logFile(p.name), s.tail(p.name, 20))
+			return fmt.Errorf("%w\n--- last lines of %s:\n%s", err, s.logFile(p.Name), s.tail(p.Name, 20))
 		}
 	}
 	return s.waitBootstrapped(ctx)
 }
 
 // checkPortFree turns "address already in use", which the daemon would only log, into an error.
-func (s *Stack) checkPortFree(p process) error {
+func (s *Stack) checkPortFree(p Component) error {
 	ports := map[string][]string{
 		"etcd":                    {"127.0.0.1:" + strconv.Itoa(s.cfg.EtcdPort()), "127.0.0.1:" + strconv.Itoa(s.cfg.EtcdPeerPort())},
 		"kube-apiserver":          {net.JoinHostPort(s.cfg.Net.GatewayIP().String(), strconv.Itoa(s.cfg.APIServerPort()))},
 		"kube-controller-manager": {"127.0.0.1:" + strconv.Itoa(s.cfg.ControllerPort())},
 		"kube-scheduler":          {"127.0.0.1:" + strconv.Itoa(s.cfg.SchedulerPort())},
 	}
-	for _, addr := range ports[p.name] {
+	for _, addr := range ports[p.Name] {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("%s cannot start: %s is taken (another stack? choose another port base): %w", p.name, addr, err)
+			return fmt.Errorf("%s cannot start: %s is taken (another stack? choose another port base): %w", p.Name, addr, err)
 		}
 		ln.Close()
 	}
 	return nil
 }
 
-func (s *Stack) waitStarted(ctx context.Context, p process) error {
-	switch p.name {
+func (s *Stack) waitStarted(ctx context.Context, p Component) error {
+	switch p.Name {
 	case "etcd":
 		url := "http://127.0.0.1:" + strconv.Itoa(s.cfg.EtcdPort()) + "/health"
 		return s.poll(ctx, p, 60*time.Second, func() error {
@@ -376,29 +375,29 @@ func (s *Stack) waitStarted(ctx context.Context, p process) error {
 	case "kube-apiserver":
 		return s.poll(ctx, p, 120*time.Second, func() error { return s.Ready(ctx) })
 	}
-	if p.ready != nil {
-		return s.poll(ctx, p, 60*time.Second, func() error { return p.ready(ctx) })
+	if p.Ready != nil {
+		return s.poll(ctx, p, 60*time.Second, func() error { return p.Ready(ctx) })
 	}
 	// Give the daemon a moment to fail on bad flags, so the error surfaces here.
 	return s.poll(ctx, p, 2*time.Second, func() error { time.Sleep(time.Second); return nil })
 }
 
-func (s *Stack) poll(ctx context.Context, p process, timeout time.Duration, check func() error) error {
+func (s *Stack) poll(ctx context.Context, p Component, timeout time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		if _, ok := s.running(p); !ok {
 			time.Sleep(100 * time.Millisecond) // let the reaper record the exit status
 			s.mu.Lock()
-			status := s.exits[p.name]
+			status := s.exits[p.Name]
 			s.mu.Unlock()
-			return fmt.Errorf("%s exited during start-up (%s)", p.name, status)
+			return fmt.Errorf("%s exited during start-up (%s)", p.Name, status)
 		}
 		if last = check(); last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s: %w", p.name, timeout, last)
+			return fmt.Errorf("%s not ready after %s: %w", p.Name, timeout, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -492,7 +491,7 @@ func (s *Stack) Status() map[string]int {
 	st := map[string]int{}
 	for _, p := range s.processes() {
 		pid, _ := s.running(p)
-		st[p.name] = pid
+		st[p.Name] = pid
 	}
 	return st
 }
@@ -508,7 +507,7 @@ func (s *Stack) Down(purge bool) error {
 	var errs []error
 	for i := len(ps) - 1; i >= 0; i-- {
 		if pid, ok := s.running(ps[i]); ok {
-			s.logf("stopping %s (pid %d)", ps[i].name, pid)
+			s.logf("stopping %s (pid %d)", ps[i].Name, pid)
 		}
 		errs = append(errs, s.stop(ps[i], 15*time.Second))
 	}

@@ -20,12 +20,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/d8virt/devstack/cachedir"
 	"github.com/d8virt/devstack/filelock"
+	"github.com/d8virt/devstack/proc"
 )
 
 // Options select an instance. The zero value is the default instance.
@@ -68,21 +69,7 @@ func DefaultStateDir() string {
 // D8V_CACHE, $XDG_CACHE_HOME/d8-virtualization or ~/.cache/d8-virtualization, as for the rest of
 // the stack. Tests use their own names so that they never stop the instance a developer works with.
 func StateDirFor(name string) string {
-	return filepath.Join(cacheRoot(), "libvirt", name)
-}
-
-func cacheRoot() string {
-	if d := os.Getenv("D8V_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "d8-virtualization")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "d8-virtualization")
+	return filepath.Join(cachedir.Root(), "libvirt", name)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -212,7 +199,7 @@ func launch(ctx context.Context, state string) error {
 func waitReady(ctx context.Context, d *Daemon, pid int) error {
 	var last error
 	for {
-		if !processAlive(pid) {
+		if !proc.Alive(pid) {
 			return fmt.Errorf("libvirtd: exited during start-up; see %s", filepath.Join(d.LogDir, "libvirtd.log"))
 		}
 		if last = ping(ctx, d.URI); last == nil {
@@ -265,7 +252,7 @@ func Stop(ctx context.Context, opts Options) error {
 	var errs []error
 	var ns string
 	if pid := alivePid(opts.StateDir, "libvirtd"); pid > 0 {
-		ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		ns, _ = proc.Namespace(pid, "mnt")
 		if ping(ctx, d.URI) == nil {
 			out, err := virsh(ctx, d.URI, "list", "--name", "--state-running", "--state-paused", "--state-other")
 			if err != nil {
@@ -283,7 +270,7 @@ func Stop(ctx context.Context, opts Options) error {
 	}
 	if pid := alivePid(opts.StateDir, "virtlogd"); pid > 0 {
 		if ns == "" {
-			ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+			ns, _ = proc.Namespace(pid, "mnt")
 		}
 		if err := terminate(pid, 10*time.Second); err != nil {
 			errs = append(errs, err)
@@ -303,33 +290,23 @@ func Stop(ctx context.Context, opts Options) error {
 // killNamespace SIGKILLs every process whose mount namespace is ns. Our own namespace is never
 // the instance's, so this cannot hit the caller.
 func killNamespace(ns string) error {
-	self, _ := os.Readlink("/proc/self/ns/mnt")
+	self, _ := proc.Namespace(os.Getpid(), "mnt")
 	if ns == self {
 		return nil
 	}
-	entries, err := os.ReadDir("/proc")
+	pids, err := proc.InNamespace("mnt", ns)
 	if err != nil {
 		return fmt.Errorf("libvirtd: list processes: %w", err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && l == ns {
-			pids = append(pids, pid)
-		}
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, pid := range pids {
-		for processAlive(pid) && time.Now().Before(deadline) {
+		for proc.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if processAlive(pid) {
+		if proc.Alive(pid) {
 			return fmt.Errorf("libvirtd: process %d of the instance survived SIGKILL", pid)
 		}
 	}
@@ -339,61 +316,20 @@ func killNamespace(ns string) error {
 // alivePid returns the pid from the instance's pid file for daemon when that process still runs
 // and really is that daemon (a pid file can outlive a reboot of the machine or container).
 func alivePid(state, daemon string) int {
-	b, err := os.ReadFile(filepath.Join(state, "run", daemon+".pid"))
-	if err != nil {
+	pid := proc.ReadPidFile(filepath.Join(state, "run", daemon+".pid"))
+	if pid == 0 {
 		return 0
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil || strings.TrimSpace(string(comm)) != daemon {
+	if comm, err := proc.Comm(pid); err != nil || comm != daemon {
 		return 0
 	}
 	return pid
 }
 
-// processAlive tells whether any thread of pid still runs. The main thread alone is not enough:
-// libvirtd's main thread exits before its workers finish, and its zombie would make the process
-// look gone while it still holds sockets and files. A process whose threads are all zombies is
-// gone even if nobody reaps it (the container's PID 1 may not).
-func processAlive(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			continue
-		}
-		// The state follows the parenthesised command name, which may itself contain spaces.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) || s[i+2] != 'Z' {
-			return true
-		}
-	}
-	return false
-}
-
 // terminate sends SIGTERM, then SIGKILL after grace.
 func terminate(pid int, grace time.Duration) error {
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("libvirtd: signal %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(grace)
-	for processAlive(pid) {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			time.Sleep(200 * time.Millisecond)
-			if processAlive(pid) {
-				return fmt.Errorf("libvirtd: process %d survived SIGKILL", pid)
-			}
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if _, err := proc.Stop(pid, grace, nil); err != nil {
+		return fmt.Errorf("libvirtd: %w", err)
 	}
 	return nil
 }

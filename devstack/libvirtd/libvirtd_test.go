@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d8virt/devstack/proc"
 )
 
 func TestStartStop(t *testing.T) {
@@ -56,7 +58,7 @@ func TestStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{libvirtdPid, virtlogdPid} {
-		if processAlive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("process %d still runs after Stop", pid)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/proc"
 )
 
 // CleanupNode removes every pod a stopped agent left under root: SIGTERM to each container's
@@ -37,40 +38,29 @@ func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
 		for _, c := range ctrs {
 			var ri RunningInfo
 			if readJSON(filepath.Join(l.PodDir(uid), "containers", c.Name(), runningFile), &ri) == nil &&
-				(alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks)) {
+				(ri.process().Alive() || ri.shim().Alive()) {
 				procs = append(procs, ri)
 			}
 		}
 	}
-	signalAll := func(sig syscall.Signal) {
+	signalAll := func(sig syscall.Signal) error {
 		for _, ri := range procs {
-			if alive(ri.Pid, ri.StartTicks) {
+			if ri.process().Alive() {
 				_ = syscall.Kill(-ri.Pid, sig)
 			}
 		}
+		return nil
 	}
 	anyAlive := func() bool {
 		for _, ri := range procs {
-			if alive(ri.Pid, ri.StartTicks) || alive(ri.ShimPid, ri.ShimStartTicks) {
+			if ri.process().Alive() || ri.shim().Alive() {
 				return true
 			}
 		}
 		return false
 	}
-	waitGone := func(d time.Duration) bool {
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if !anyAlive() {
-				return true
-			}
-		}
-		return !anyAlive()
-	}
-	signalAll(syscall.SIGTERM)
-	if !waitGone(grace) {
-		signalAll(syscall.SIGKILL)
-		if !waitGone(10 * time.Second) {
-			return fmt.Errorf("processes of pods under %s survived SIGKILL", root)
-		}
+	if _, err := proc.Terminate(signalAll, anyAlive, grace, 10*time.Second); err != nil {
+		return fmt.Errorf("processes of pods under %s %w", root, err)
 	}
 	var errs []error
 	for _, uid := range uids {

@@ -185,41 +185,60 @@ func envValueFrom(src EnvSource, c *corev1.Container, from *corev1.EnvVarSource)
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm, err := src.ConfigMap(ns, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("configMap %q: %w", ref.Name, err)
-		}
-		if v, ok := cm.Data[ref.Key]; ok {
-			return v, true, nil
-		}
-		if v, ok := cm.BinaryData[ref.Key]; ok {
-			return string(v), true, nil
-		}
-		if isOptional(ref.Optional) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("configMap %q has no key %q", ref.Name, ref.Key)
+		return keyValue(src, kindConfigMap, ns, ref.Name, ref.Key, ref.Optional)
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		s, err := src.Secret(ns, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("secret %q: %w", ref.Name, err)
-		}
-		if v, ok := s.Data[ref.Key]; ok {
-			return string(v), true, nil
-		}
-		if isOptional(ref.Optional) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
+		return keyValue(src, kindSecret, ns, ref.Name, ref.Key, ref.Optional)
 	}
 	return "", false, fmt.Errorf("unsupported valueFrom")
+}
+
+// keyValue resolves one key of a configMap or secret; ok is false for a missing optional one.
+func keyValue(src EnvSource, kind, ns, name, key string, optional *bool) (string, bool, error) {
+	data, err := src.keyData(kind, ns, name)
+	if err != nil {
+		if isOptional(optional) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("%s %q: %w", kind, name, err)
+	}
+	if v, ok := data[key]; ok {
+		return string(v), true, nil
+	}
+	if isOptional(optional) {
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("%s %q has no key %q", kind, name, key)
+}
+
+// The kinds keyData reads, as error messages name them.
+const (
+	kindConfigMap = "configMap"
+	kindSecret    = "secret"
+)
+
+// keyData is the data of a configMap (binaryData included: the API keeps their keys apart) or of
+// a secret, by kind.
+func (src EnvSource) keyData(kind, ns, name string) (map[string][]byte, error) {
+	if kind == kindSecret {
+		s, err := src.Secret(ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return s.Data, nil
+	}
+	cm, err := src.ConfigMap(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	return data, nil
 }
 
 // FieldValue resolves a downward API field path of the pod.

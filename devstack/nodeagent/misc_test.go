@@ -38,14 +38,6 @@ func TestLogTails(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountPath(t *testing.T) {
-	for in, want := range map[string]string{`/a/b`: "/a/b", `/with\040space`: "/with space", `/tab\011x`: "/tab\tx", `/back\134slash`: `/back\slash`} {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("%q -> %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestStartedBefore(t *testing.T) {
 	pending := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waiting("a", "ContainerCreating")}}}
 	if startedBefore(pending) {

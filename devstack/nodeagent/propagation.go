@@ -2,9 +2,9 @@ package nodeagent
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,25 +42,15 @@ func SharePodsDir(dir string) (undo func() error, err error) {
 // mountPropagation tells whether dir is a mount point in this mount namespace and whether it
 // is shared (mountinfo's optional field "shared:N").
 func mountPropagation(dir string) (mounted, shared bool, err error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) { return m.Mountpoint != dir, false })
+	if err != nil || len(mounts) == 0 {
 		return false, false, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 7 || unescapeMountPath(f[4]) != dir {
-			continue
-		}
-		// The last mount on a point is the visible one.
-		mounted, shared = true, false
-		for _, opt := range f[6:] {
-			if opt == "-" {
-				break
-			}
-			if strings.HasPrefix(opt, "shared:") {
-				shared = true
-			}
+	// The last mount on a point is the visible one.
+	for _, opt := range strings.Fields(mounts[len(mounts)-1].Optional) {
+		if strings.HasPrefix(opt, "shared:") {
+			shared = true
 		}
 	}
-	return mounted, shared, nil
+	return true, shared, nil
 }

@@ -250,18 +250,24 @@ func initializedCondition(spec *corev1.PodSpec, statuses []corev1.ContainerStatu
 	if phase == corev1.PodSucceeded && len(unknown) == 0 {
 		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, Reason: reasonPodCompleted}
 	}
+	if msg := containersMessage(unknown, "incomplete", incomplete); msg != "" {
+		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionFalse,
+			Reason: reasonContainersNotInitialized, Message: msg}
+	}
+	return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
+}
+
+// containersMessage is kubelet's message for containers holding a condition back: those with
+// unknown status, then those whose status is state; empty when there are none.
+func containersMessage(unknown []string, state string, others []string) string {
 	var msgs []string
 	if len(unknown) > 0 {
 		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
 	}
-	if len(incomplete) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", incomplete))
+	if len(others) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with %s status: %s", state, others))
 	}
-	if len(msgs) > 0 {
-		return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionFalse,
-			Reason: reasonContainersNotInitialized, Message: strings.Join(msgs, ", ")}
-	}
-	return corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}
+	return strings.Join(msgs, ", ")
 }
 
 // initDone tells an init container that has run to success.
@@ -289,16 +295,9 @@ func containersReadyCondition(spec *corev1.PodSpec, statuses []corev1.ContainerS
 	if phase == corev1.PodFailed {
 		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: reasonPodFailed}
 	}
-	var msgs []string
-	if len(unknown) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
-	}
-	if len(unready) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", unready))
-	}
-	if len(msgs) > 0 {
+	if msg := containersMessage(unknown, "unready", unready); msg != "" {
 		return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionFalse,
-			Reason: reasonContainersNotReady, Message: strings.Join(msgs, ", ")}
+			Reason: reasonContainersNotReady, Message: msg}
 	}
 	return corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}
 }

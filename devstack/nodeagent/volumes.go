@@ -156,9 +156,9 @@ func PrepareVolumes(ctx context.Context, l Layout, pod *corev1.Pod, vols []corev
 			}
 			continue
 		case v.ConfigMap != nil:
-			files, err = configMapFiles(src.Env, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, mode(v.ConfigMap.DefaultMode))
+			files, err = sourceFiles(src.Env, kindConfigMap, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, mode(v.ConfigMap.DefaultMode))
 		case v.Secret != nil:
-			files, err = secretFiles(src.Env, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, mode(v.Secret.DefaultMode))
+			files, err = sourceFiles(src.Env, kindSecret, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, mode(v.Secret.DefaultMode))
 		case v.DownwardAPI != nil:
 			files, err = downwardAPIFiles(src.Env, v.DownwardAPI.Items, mode(v.DownwardAPI.DefaultMode))
 		case v.Projected != nil:
@@ -261,39 +261,18 @@ func keyFiles(data map[string][]byte, items []corev1.KeyToPath, optional bool, d
 	return files, nil
 }
 
-func configMapFiles(src EnvSource, name string, items []corev1.KeyToPath, optional *bool, def fs.FileMode) (map[string]volumeFile, error) {
-	cm, err := src.ConfigMap(src.Pod.Namespace, name)
+// sourceFiles are the files of a configMap or secret volume (or projection), by kind.
+func sourceFiles(src EnvSource, kind, name string, items []corev1.KeyToPath, optional *bool, def fs.FileMode) (map[string]volumeFile, error) {
+	data, err := src.keyData(kind, src.Pod.Namespace, name)
 	if err != nil {
 		if isOptional(optional) {
 			return map[string]volumeFile{}, nil
 		}
-		return nil, fmt.Errorf("configMap %q: %w", name, err)
-	}
-	data := map[string][]byte{}
-	for k, v := range cm.Data {
-		data[k] = []byte(v)
-	}
-	for k, v := range cm.BinaryData {
-		data[k] = v
+		return nil, fmt.Errorf("%s %q: %w", kind, name, err)
 	}
 	files, err := keyFiles(data, items, isOptional(optional), def)
 	if err != nil {
-		return nil, fmt.Errorf("configMap %q: %w", name, err)
-	}
-	return files, nil
-}
-
-func secretFiles(src EnvSource, name string, items []corev1.KeyToPath, optional *bool, def fs.FileMode) (map[string]volumeFile, error) {
-	s, err := src.Secret(src.Pod.Namespace, name)
-	if err != nil {
-		if isOptional(optional) {
-			return map[string]volumeFile{}, nil
-		}
-		return nil, fmt.Errorf("secret %q: %w", name, err)
-	}
-	files, err := keyFiles(s.Data, items, isOptional(optional), def)
-	if err != nil {
-		return nil, fmt.Errorf("secret %q: %w", name, err)
+		return nil, fmt.Errorf("%s %q: %w", kind, name, err)
 	}
 	return files, nil
 }
@@ -342,9 +321,9 @@ func projectedFiles(ctx context.Context, src VolumeSource, p *corev1.ProjectedVo
 		var err error
 		switch {
 		case s.ConfigMap != nil:
-			err = add(configMapFiles(src.Env, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, def))
+			err = add(sourceFiles(src.Env, kindConfigMap, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, def))
 		case s.Secret != nil:
-			err = add(secretFiles(src.Env, s.Secret.Name, s.Secret.Items, s.Secret.Optional, def))
+			err = add(sourceFiles(src.Env, kindSecret, s.Secret.Name, s.Secret.Items, s.Secret.Optional, def))
 		case s.DownwardAPI != nil:
 			err = add(downwardAPIFiles(src.Env, s.DownwardAPI.Items, def))
 		case s.ServiceAccountToken != nil:

@@ -109,6 +109,10 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
+	// FreePortBase tries the ports on the bridge's address too, which exists only with the bridge.
+	if err := n.Ensure(); err != nil {
+		return nil, nil, err
+	}
 	base, err := FreePortBase(n)
 	if err != nil {
 		return nil, nil, err

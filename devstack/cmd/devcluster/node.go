@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -215,49 +214,6 @@ func nodeUp(ctx context.Context, s *controlplane.Stack, binDir, name string, fla
 	return nil
 }
 
-// stopDaemon stops a stack daemon by its pid file: SIGTERM, then SIGKILL after the timeout.
-func stopDaemon(s *controlplane.Stack, name, bin string, timeout time.Duration) error {
-	pidFile := filepath.Join(s.Config().StateDir, "run", name+".pid")
-	defer os.Remove(pidFile)
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return nil
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return nil
-	}
-	ours := func() bool {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != bin {
-			return false
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-	}
-	if !ours() {
-		return nil
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if !ours() {
-			return nil
-		}
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 50 && ours(); i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if ours() {
-		return fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
-	}
-	return nil
-}
-
 // nodeDown stops a node's agent, stops and removes its pods' processes, namespaces and
 // directories, and deletes the Node, so that the cluster forgets its pods too.
 func nodeDown(ctx context.Context, s *controlplane.Stack, name string) error {
@@ -273,7 +229,7 @@ func nodeDown(ctx context.Context, s *controlplane.Stack, name string) error {
 	if ns.Bin == "" {
 		ns.Bin = "node-agent" // never matches: nothing to stop without a marker
 	}
-	errs := []error{stopDaemon(s, nodeDaemon(name), ns.Bin, 15*time.Second)}
+	errs := []error{s.StopComponent(controlplane.Component{Name: nodeDaemon(name), Bin: ns.Bin}, 15*time.Second)}
 	errs = append(errs, nodeagent.CleanupNode(root, s.Config().Net, 10*time.Second))
 	if kube, err := kubeClient(s); err == nil {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)

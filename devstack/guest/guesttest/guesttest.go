@@ -17,21 +17,18 @@ import (
 
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/libvirtd"
+	"github.com/d8virt/devstack/proc"
 )
 
 // QemuPidOf finds the QEMU process of the domain by its -name guest=<name> argument.
 func QemuPidOf(t testing.TB, name string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	pids, err := proc.List()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}
@@ -45,17 +42,8 @@ func QemuPidOf(t testing.TB, name string) int {
 }
 
 // ProcessExists reports whether pid runs. A zombie counts as gone: it has exited, only its parent
-// has not reaped it yet.
-func ProcessExists(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	// The state follows the command name in parentheses, which may itself contain ')'.
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+// has not reaped it yet. (proc.Alive, under the name the guest-booting tests know.)
+func ProcessExists(pid int) bool { return proc.Alive(pid) }
 
 // Console collects what the guest prints on its serial port.
 type Console struct {

@@ -5,11 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/proc"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -64,7 +64,7 @@ func TestSecondStackSideBySide(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 	for name, pid := range pids {
-		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil && !isZombie(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("%s (pid %d) still runs after down", name, pid)
 		}
 	}
@@ -74,14 +74,4 @@ func TestSecondStackSideBySide(t *testing.T) {
 	if s.Running() {
 		t.Error("stack reports running after down")
 	}
-}
-
-// isZombie tells a process that has exited but is not reaped yet, which counts as stopped.
-func isZombie(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,14 +172,9 @@ func findVolume(vols []kubevirtv1.Volume, name string) *kubevirtv1.Volume {
 
 // hotplugMounted reports whether a mount point on the node ends with suffix.
 func hotplugMounted(suffix string) (bool, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasSuffix(f[4], suffix) {
-			return true, nil
-		}
-	}
-	return false, nil
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		found := strings.HasSuffix(m.Mountpoint, suffix)
+		return !found, found
+	})
+	return len(mounts) > 0, err
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/proc"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -58,14 +58,11 @@ func (f footprint) gone(context.Context) error {
 	if _, err := os.Stat(f.dir); err == nil {
 		return fmt.Errorf("pod %s: directory %s (sockets, libvirt state) left", f.pod, f.dir)
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	pids, _ := proc.InNamespace("net", f.netnsID)
 	var left []string
-	for _, p := range procs {
-		if id, err := os.Readlink(p); err == nil && id == f.netnsID {
-			pid := strings.Split(p, "/")[2]
-			cmd, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-			left = append(left, pid+" "+strings.TrimSpace(string(cmd)))
-		}
+	for _, pid := range pids {
+		comm, _ := proc.Comm(pid)
+		left = append(left, fmt.Sprintf("%d %s", pid, comm))
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("pod %s: processes left in its network namespace: %v", f.pod, left)

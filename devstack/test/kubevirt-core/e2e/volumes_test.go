@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/devstack/proc"
 )
 
 // testVolumeTypes boots a VM configured by a config drive with a disk on a block-mode claim (a
@@ -145,15 +148,15 @@ func deviceInUse(dev string) error {
 		}
 	}
 	// A bind of the device node shows up with the node's name below /dev as its root.
-	infos, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
-	for _, mi := range infos {
-		b, err := os.ReadFile(mi)
+	pids, _ := proc.List()
+	for _, pid := range pids {
+		mounts, err := mountinfo.PidMountInfo(pid)
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && f[3] == "/"+filepath.Base(dev) {
-				return fmt.Errorf("%s is mounted: %s: %s", dev, mi, line)
+		for _, m := range mounts {
+			if m.Root == "/"+filepath.Base(dev) {
+				return fmt.Errorf("%s is mounted in the mount namespace of pid %d on %s", dev, pid, m.Mountpoint)
 			}
 		}
 	}

@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func (r *podRuntime) releaseSandbox() {
+	r.sandboxReady = false
+	if r.state.NetHost != "" {
+		if err := r.p.net.DeleteHost(r.state.NetHost); err != nil {
+			r.log.Warn("delete network namespace", "err", err)
+		}
+	}
+}
+
+// NetHostName is the localnet host (network namespace d8v-<name>) of a pod: derived from its UID,
+// so it is unique machine-wide; localnet hashes it into interface names that fit Linux's limit.
+func NetHostName(uid types.UID) string { return "pod-" + string(uid) }
+
+// setupSandbox creates the pod directory, its network namespace, /etc/hosts and volumes.
+func (r *podRuntime) setupSandbox(ctx context.Context) error {
+	pod := r.currentPod()
+	l := r.p.layout
+	for _, d := range []string{l.PodDir(r.uid), l.LogsDir(r.uid)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(l.PodFile(r.uid), pod); err != nil {
+		return err
+	}
+	if r.state.StartTime == nil {
+		now := metav1.Now()
+		r.state.StartTime = &now
+	}
+	if pod.Spec.HostNetwork {
+		r.state.PodIP = r.p.hostIP
+	} else {
+		name := NetHostName(r.uid)
+		r.state.NetHost = name
+		r.saveState() // before the namespace exists, so a crash leaves nothing untracked
+		h, err := r.p.net.AddHost(name)
+		if err != nil {
+			return fmt.Errorf("network namespace: %w", err)
+		}
+		r.state.PodIP = h.IP.String()
+	}
+	if err := os.WriteFile(l.EtcHosts(r.uid), []byte(etcHosts(pod, r.state.PodIP)), 0o644); err != nil {
+		return err
+	}
+	automount, err := r.p.automount(ctx, pod)
+	if err != nil {
+		return err
+	}
+	r.state.Automount = automount
+	vols, _ := EffectiveVolumes(pod, automount)
+	paths, refresh, err := PrepareVolumes(ctx, l, pod, vols, r.p.volumeSource(r, pod, r.state.PodIP))
+	if err != nil {
+		return err
+	}
+	r.state.Volumes = paths
+	r.refreshAt = refresh
+	r.resyncAt = time.Now().Add(r.p.cfg.VolumeResync)
+	r.saveState()
+	return nil
+}
+
+// refreshVolumes renews tokens and re-reads configMaps, secrets and downward API values.
+func (r *podRuntime) refreshVolumes(ctx context.Context) {
+	pod := r.currentPod()
+	vols, _ := EffectiveVolumes(pod, r.state.Automount)
+	_, refresh, err := PrepareVolumes(ctx, r.p.layout, pod, vols, r.p.volumeSource(r, pod, r.state.PodIP))
+	r.resyncAt = time.Now().Add(r.p.cfg.VolumeResync)
+	if err != nil {
+		r.log.Warn("refresh volumes", "err", err)
+		r.refreshAt = time.Now().Add(30 * time.Second)
+		return
+	}
+	r.refreshAt = refresh
+}
