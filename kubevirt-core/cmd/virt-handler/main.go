@@ -29,8 +29,8 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
@@ -94,7 +94,7 @@ func run(o options) error {
 	// The handler only ever looks at its own node: its VMIs by label, its launcher Pods by node
 	// and label, so a big cluster costs it nothing.
 	onNode := labels.SelectorFromSet(labels.Set{kubevirtv1.NodeNameLabel: o.nodeName})
-	launchers := labels.SelectorFromSet(labels.Set{kubevirtv1.AppLabel: vmi.LauncherLabelValue})
+	launchers := labels.SelectorFromSet(labels.Set{kubevirtv1.AppLabel: launcherpod.AppLabelValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
-
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 )
 
 // vmiNameIndex indexes the migration cache by spec.vmiName, so that a VMI's change finds its
@@ -190,9 +190,7 @@ func (r *Reconciler) read(ctx context.Context, reader client.Reader, m *kubevirt
 	in.VMI = v
 	if v != nil {
 		var pods corev1.PodList
-		if err := reader.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{
-			kubevirtv1.AppLabel: vmi.LauncherLabelValue, kubevirtv1.CreatedByLabel: string(v.UID),
-		}); err != nil {
+		if err := reader.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels(launcherpod.Labels(v.UID))); err != nil {
 			return in, fmt.Errorf("list launcher pods: %w", err)
 		}
 		in.VMIPods = pods.Items

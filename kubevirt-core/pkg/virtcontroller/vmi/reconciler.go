@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
 	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
@@ -132,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if vmi.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	claimWait, err := r.syncHotplug(ctx, vmi, Launcher(pods), &d)
+	claimWait, err := r.syncHotplug(ctx, vmi, launcherpod.Current(pods), &d)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -187,23 +187,14 @@ func (r *Reconciler) syncClaims(ctx context.Context, vmi *kubevirtv1.VirtualMach
 	return false, nil
 }
 
-// launcherPods lists the Pods labelled as the VMI's launchers and keeps those it controls: a
-// copied label must not make the controller adopt or delete somebody else's Pod.
+// launcherPods lists the VMI's launcher Pods through reader: only those it controls, so that a
+// copied label never makes the controller adopt or delete somebody else's Pod.
 func (r *Reconciler) launcherPods(ctx context.Context, reader client.Reader, vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := reader.List(ctx, &list, client.InNamespace(vmi.Namespace), client.MatchingLabels{
-		kubevirtv1.AppLabel:       LauncherLabelValue,
-		kubevirtv1.CreatedByLabel: string(vmi.UID),
-	}); err != nil {
+	pods, err := launcherpod.List(ctx, reader, vmi, nil)
+	if err != nil {
 		return nil, fmt.Errorf("list launcher pods: %w", err)
 	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if metav1.IsControlledBy(&p, vmi) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return pods, nil
 }
 
 // writeVMI stores the decided status, the finalizer and the node label in one update. The VMI

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmistatus"
@@ -160,7 +160,7 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if v.DeletionTimestamp != nil {
-		grace := vmi.GracePeriodSeconds(v)
+		grace := launcherpod.GracePeriodSeconds(v)
 		if err := c.Shutdown(callCtx, &launcherapi.ShutdownRequest{GracePeriodSeconds: grace}); err != nil {
 			return dom, 0, fmt.Errorf("shut down %s/%s: %w", v.Namespace, v.Name, err)
 		}
@@ -212,23 +212,14 @@ func (r *Reconciler) launcherPod(ctx context.Context, v *kubevirtv1.VirtualMachi
 	if err != nil {
 		return nil, err
 	}
-	return vmi.Launcher(own), nil
+	return launcherpod.Current(own), nil
 }
 
 // ownPods are the VMI's launcher Pods on this node.
 func (r *Reconciler) ownPods(ctx context.Context, v *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(v.Namespace), client.MatchingLabels{
-		kubevirtv1.AppLabel:       vmi.LauncherLabelValue,
-		kubevirtv1.CreatedByLabel: string(v.UID),
-	}); err != nil {
+	own, err := launcherpod.List(ctx, r.Client, v, func(p *corev1.Pod) bool { return p.Spec.NodeName == r.NodeName })
+	if err != nil {
 		return nil, fmt.Errorf("list launcher pods: %w", err)
-	}
-	var own []corev1.Pod
-	for _, p := range list.Items {
-		if metav1.IsControlledBy(&p, v) && p.Spec.NodeName == r.NodeName {
-			own = append(own, p)
-		}
 	}
 	return own, nil
 }
