@@ -31,6 +31,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
+	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
@@ -144,7 +145,7 @@ func run(o options) error {
 		return err
 	}
 	if o.labellerDir != "" {
-		caps, err := nodelabeller.Load(o.labellerDir, launcherapi.Arch())
+		caps, err := nodecaps.Load(o.labellerDir, launcherapi.Arch())
 		if err != nil {
 			return err
 		}
