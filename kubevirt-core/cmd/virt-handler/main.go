@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -34,7 +34,6 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
-	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
@@ -123,16 +122,9 @@ func run(o options) error {
 	if err := mgr.Add(incoming); err != nil {
 		return err
 	}
-	r := &vmisync.Reconciler{
-		Client:     mgr.GetClient(),
-		NodeName:   o.nodeName,
-		PodsDir:    o.podsDir,
-		Events:     make(chan event.GenericEvent, 64),
-		TargetVMIs: incoming,
-		Hotplug:    &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir},
-		Recorder:   mgr.GetEventRecorder(vmisync.EventSource),
-	}
-	r.Conns = launcherconn.New(r.NotifyFunc(), log)
+	r := vmisync.NewReconciler(mgr.GetClient(), o.nodeName, o.podsDir, clock.RealClock{}, mgr.GetEventRecorder(vmisync.EventSource), log)
+	r.TargetVMIs = incoming
+	r.Hotplug = &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
