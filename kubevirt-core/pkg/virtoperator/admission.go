@@ -118,7 +118,7 @@ func (in Install) mutatingWebhooks(c Certs) *admissionregistrationv1.MutatingWeb
 }
 
 // WebhookConfigurations are the validating and mutating webhook configurations alone, for an
-// installation whose virt-api runs without the operator (the local stack).
+// installation that runs virt-api without the operator and registers only its webhooks.
 func (in Install) WebhookConfigurations(c Certs) []client.Object {
 	return []client.Object{in.validatingWebhooks(c), in.mutatingWebhooks(c)}
 }
