@@ -30,6 +30,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 func main() {
@@ -156,7 +157,7 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 		hookServer := &webhooks.Server{Presets: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks"), Decided: decided}
 		servers = append(servers, &http.Server{
 			Addr:              hooks.listen,
-			Handler:           metrics.Instrument("webhooks", apimetrics.WebhookRoute(webhooks.Paths...), hookServer.Handler()),
+			Handler:           metrics.Instrument("webhooks", apimetrics.WebhookRoute(virtapicontract.WebhookPaths...), hookServer.Handler()),
 			ReadHeaderTimeout: 30 * time.Second,
 			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		})

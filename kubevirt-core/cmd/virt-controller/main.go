@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -68,20 +69,21 @@ func run(leaderElect bool, leaderNS, metricsAddr, probeAddr string, launcher vmi
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if err := (&vm.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder(vm.EventSource)}).SetupWithManager(mgr); err != nil {
+	clk := clock.RealClock{}
+	if err := vm.NewReconciler(mgr.GetClient(), clk, mgr.GetEventRecorder(vm.EventSource)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VM controller: %w", err)
 	}
-	vmiController := &vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher, Events: mgr.GetEventRecorder(vmi.EventSource)}
+	vmiController := vmi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), launcher, clk, mgr.GetEventRecorder(vmi.EventSource))
 	if err := vmiController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VMI controller: %w", err)
 	}
-	if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := replicaset.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clk).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("VMI replica set controller: %w", err)
 	}
-	if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := node.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clk).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("node controller: %w", err)
 	}
-	migrationController := &migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: launcher}
+	migrationController := migration.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), launcher, clk)
 	if err := migrationController.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("migration controller: %w", err)
 	}

@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -29,11 +29,11 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
-	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
@@ -94,7 +94,7 @@ func run(o options) error {
 	// The handler only ever looks at its own node: its VMIs by label, its launcher Pods by node
 	// and label, so a big cluster costs it nothing.
 	onNode := labels.SelectorFromSet(labels.Set{kubevirtv1.NodeNameLabel: o.nodeName})
-	launchers := labels.SelectorFromSet(labels.Set{kubevirtv1.AppLabel: vmi.LauncherLabelValue})
+	launchers := labels.SelectorFromSet(labels.Set{kubevirtv1.AppLabel: launcherpod.AppLabelValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
@@ -122,16 +122,9 @@ func run(o options) error {
 	if err := mgr.Add(incoming); err != nil {
 		return err
 	}
-	r := &vmisync.Reconciler{
-		Client:     mgr.GetClient(),
-		NodeName:   o.nodeName,
-		PodsDir:    o.podsDir,
-		Events:     make(chan event.GenericEvent, 64),
-		TargetVMIs: incoming,
-		Hotplug:    &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir},
-		Recorder:   mgr.GetEventRecorder(vmisync.EventSource),
-	}
-	r.Conns = launcherconn.New(r.NotifyFunc(), log)
+	r := vmisync.NewReconciler(mgr.GetClient(), o.nodeName, o.podsDir, clock.RealClock{}, mgr.GetEventRecorder(vmisync.EventSource), log)
+	r.TargetVMIs = incoming
+	r.Hotplug = &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -144,7 +137,7 @@ func run(o options) error {
 		return err
 	}
 	if o.labellerDir != "" {
-		caps, err := nodelabeller.Load(o.labellerDir, launcherapi.Arch())
+		caps, err := nodecaps.Load(o.labellerDir, launcherapi.Arch())
 		if err != nil {
 			return err
 		}

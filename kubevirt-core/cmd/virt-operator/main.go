@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -112,7 +113,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	r := &virtoperator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: o.cfg}
+	r := virtoperator.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), o.cfg, clock.RealClock{})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("KubeVirt controller: %w", err)
 	}

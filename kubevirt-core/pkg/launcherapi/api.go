@@ -33,8 +33,8 @@ const (
 	VNCSocketName = "vnc.sock"
 )
 
-// PodVolumeDir is where the kubelet (or the local node agent) keeps an emptyDir volume of a Pod on
-// the node: <podsDir>/<pod uid>/volumes/kubernetes.io~empty-dir/<volume>.
+// PodVolumeDir is where a kubelet keeps an emptyDir volume of a Pod in its pods directory on the
+// node: <podsDir>/<pod uid>/volumes/kubernetes.io~empty-dir/<volume>.
 func PodVolumeDir(podsDir, podUID, volume string) string {
 	return filepath.Join(podsDir, podUID, "volumes", "kubernetes.io~empty-dir", volume)
 }

@@ -9,8 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
-	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 // APIServiceGVK is the kind of the subresources APIService. It is built unstructured, so that the
@@ -26,8 +25,8 @@ func (in Install) subresourcesAPIService(c Certs) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{"name": m.Name, "labels": labels},
 		"spec": map[string]any{
-			"group":   subresources.Group,
-			"version": subresources.Version,
+			"group":   virtapicontract.SubresourcesGroup,
+			"version": virtapicontract.SubresourcesVersion,
 			"service": map[string]any{"namespace": in.Namespace, "name": APIService, "port": int64(443)},
 			// KubeVirt's priorities: the group sorts after the built-in ones.
 			"caBundle":             base64.StdEncoding.EncodeToString(c.Bundle),
@@ -57,16 +56,16 @@ var (
 // Webhook names and paths are KubeVirt's.
 var (
 	validating = []webhook{
-		{"virtualmachineinstances-create-validator.kubevirt.io", webhooks.PathVMICreate, "virtualmachineinstances", []admissionregistrationv1.OperationType{create}},
-		{"virtualmachineinstances-update-validator.kubevirt.io", webhooks.PathVMIUpdate, "virtualmachineinstances", []admissionregistrationv1.OperationType{update}},
-		{"virtualmachine-validator.kubevirt.io", webhooks.PathVM, "virtualmachines", []admissionregistrationv1.OperationType{create, update}},
-		{"virtualmachinereplicaset-validator.kubevirt.io", webhooks.PathVMIRS, "virtualmachineinstancereplicasets", []admissionregistrationv1.OperationType{create, update}},
-		{"migration-create-validator.kubevirt.io", webhooks.PathMigration, "virtualmachineinstancemigrations", []admissionregistrationv1.OperationType{create}},
-		{"virtualmachinepreset-validator.kubevirt.io", webhooks.PathPreset, "virtualmachineinstancepresets", []admissionregistrationv1.OperationType{create, update}},
+		{"virtualmachineinstances-create-validator.kubevirt.io", virtapicontract.PathVMICreate, "virtualmachineinstances", []admissionregistrationv1.OperationType{create}},
+		{"virtualmachineinstances-update-validator.kubevirt.io", virtapicontract.PathVMIUpdate, "virtualmachineinstances", []admissionregistrationv1.OperationType{update}},
+		{"virtualmachine-validator.kubevirt.io", virtapicontract.PathVM, "virtualmachines", []admissionregistrationv1.OperationType{create, update}},
+		{"virtualmachinereplicaset-validator.kubevirt.io", virtapicontract.PathVMIRS, "virtualmachineinstancereplicasets", []admissionregistrationv1.OperationType{create, update}},
+		{"migration-create-validator.kubevirt.io", virtapicontract.PathMigration, "virtualmachineinstancemigrations", []admissionregistrationv1.OperationType{create}},
+		{"virtualmachinepreset-validator.kubevirt.io", virtapicontract.PathPreset, "virtualmachineinstancepresets", []admissionregistrationv1.OperationType{create, update}},
 	}
 	mutating = []webhook{
-		{"virtualmachineinstances-mutator.kubevirt.io", webhooks.PathVMIMutate, "virtualmachineinstances", []admissionregistrationv1.OperationType{create}},
-		{"virtualmachines-mutator.kubevirt.io", webhooks.PathVMMutate, "virtualmachines", []admissionregistrationv1.OperationType{create, update}},
+		{"virtualmachineinstances-mutator.kubevirt.io", virtapicontract.PathVMIMutate, "virtualmachineinstances", []admissionregistrationv1.OperationType{create}},
+		{"virtualmachines-mutator.kubevirt.io", virtapicontract.PathVMMutate, "virtualmachines", []admissionregistrationv1.OperationType{create, update}},
 	}
 )
 
@@ -119,7 +118,7 @@ func (in Install) mutatingWebhooks(c Certs) *admissionregistrationv1.MutatingWeb
 }
 
 // WebhookConfigurations are the validating and mutating webhook configurations alone, for an
-// installation whose virt-api runs without the operator (the local stack).
+// installation that runs virt-api without the operator and registers only its webhooks.
 func (in Install) WebhookConfigurations(c Certs) []client.Object {
 	return []client.Object{in.validatingWebhooks(c), in.mutatingWebhooks(c)}
 }

@@ -54,7 +54,7 @@ func (in Install) ControllerObjects() []client.Object {
 }
 
 // HandlerObjects are virt-handler's: its account, RBAC, serving certificate and DaemonSet. With
-// CommonObjects (the sidecar's kubeconfig) they are all a node agent needs.
+// CommonObjects (the sidecar's kubeconfig) they are all a node needs to run VMs.
 func (in Install) HandlerObjects(c Certs) []client.Object {
 	out := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: in.meta(HandlerServiceAccount, "")},
@@ -313,8 +313,10 @@ func (in Install) deployment(name string, spec corev1.PodSpec, certsHash string)
 // and volumes.
 const kubeletPods = "/var/lib/kubelet/pods"
 
-// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar. The
-// local stack's node agents run exactly this DaemonSet.
+// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar. It
+// asks of the node's kubelet what any kubelet gives: the pods directory (a host path, with
+// mount propagation from the host), emptyDir volumes, privileged containers and the node's name
+// in the environment.
 func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 	const certDir = "/etc/virt-handler/certs"
 	handler := corev1.Container{

@@ -20,7 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )
 
@@ -52,7 +52,7 @@ const (
 	// WebhookService is the Service of the rewriter sidecar's webhook listener in virt-api's pods.
 	WebhookService = "virt-api-webhooks"
 	// SubresourcesAPIService is the APIService of subresources.kubevirt.io/v1.
-	SubresourcesAPIService = "v1." + subresources.Group
+	SubresourcesAPIService = "v1." + virtapicontract.SubresourcesGroup
 	ValidatingWebhooks     = "virt-api-validator"
 	MutatingWebhooks       = "virt-api-mutator"
 
@@ -95,7 +95,7 @@ func (in Install) CertSpec() certs.Spec {
 	return certs.Spec{Policy: in.Certificates, Leaves: map[string]certs.Leaf{
 		APICertSecret: {CommonName: APIService + "." + in.Namespace + ".svc", DNSNames: append(
 			serviceNames(APIService, in.Namespace), serviceNames(WebhookService, in.Namespace)...)},
-		HandlerServerCertSecret: {CommonName: "kubevirt.io:system:node:virt-handler", DNSNames: []string{subresources.HandlerServerName}},
+		HandlerServerCertSecret: {CommonName: "kubevirt.io:system:node:virt-handler", DNSNames: []string{virtapicontract.HandlerServerName}},
 		HandlerClientCertSecret: {CommonName: "kubevirt.io:system:client:virt-handler", Client: true},
 	}}
 }

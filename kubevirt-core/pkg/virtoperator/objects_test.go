@@ -20,7 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )
 
@@ -392,8 +392,8 @@ func TestServices(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	ix := indexOf(Objects(testKV(), testConfig(), testCerts))
 	served := map[string]bool{}
-	for _, p := range []string{webhooks.PathVMICreate, webhooks.PathVMIUpdate, webhooks.PathVM, webhooks.PathVMIRS,
-		webhooks.PathMigration, webhooks.PathPreset, webhooks.PathVMIMutate, webhooks.PathVMMutate} {
+	for _, p := range []string{virtapicontract.PathVMICreate, virtapicontract.PathVMIUpdate, virtapicontract.PathVM, virtapicontract.PathVMIRS,
+		virtapicontract.PathMigration, virtapicontract.PathPreset, virtapicontract.PathVMIMutate, virtapicontract.PathVMMutate} {
 		served[p] = true
 	}
 	check := func(name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations, fp *admissionregistrationv1.FailurePolicyType) {

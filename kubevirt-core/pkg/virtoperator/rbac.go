@@ -5,7 +5,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 // The rules are written in kubevirt.io terms, one API group per rule: the rewriter renames the
@@ -16,7 +16,7 @@ import (
 var (
 	core        = ""
 	kubevirt    = kubevirtv1.GroupVersion.Group
-	subres      = subresources.Group
+	subres      = virtapicontract.SubresourcesGroup
 	read        = []string{"get", "list", "watch"}
 	readWrite   = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 	updateOnly  = []string{"update"}

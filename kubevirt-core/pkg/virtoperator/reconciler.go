@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )
 
@@ -95,18 +96,20 @@ type Reconciler struct {
 	// Client speaks kubevirt.io (through the operator's rewriter) and reads from the cache set
 	// up with CacheOptions and ClientOptions.
 	Client client.Client
-	// APIReader reads past the cache, before certificates are issued.
-	APIReader client.Reader
+	// apiReader reads past the cache, before certificates are issued.
+	apiReader client.Reader
 	Config    Config
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// clock dates the status and the certificates.
+	clock clock.PassiveClock
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the operator's controller, reading and writing through c (see Client) and
+// reading past the cache through apiReader (mgr.GetAPIReader()), installing as cfg says, with
+// clk for its clock.
+func NewReconciler(c client.Client, apiReader client.Reader, cfg Config, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{Client: c, apiReader: apiReader, Config: cfg, clock: clk}
 }
 
 // SetupWithManager registers the controller. Any event of a KubeVirt or of an object the
@@ -136,9 +139,9 @@ func (r *Reconciler) allKubeVirts(ctx context.Context, _ client.Object) []reconc
 
 // Reconcile brings one KubeVirt's installation (or its removal) one step closer to what it asks.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var kv kubevirtv1.KubeVirt
-	if err := r.Client.Get(ctx, req.NamespacedName, &kv); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	kv, err := kit.Get[kubevirtv1.KubeVirt](ctx, r.Client, req.NamespacedName)
+	if kv == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 	var all kubevirtv1.KubeVirtList
 	if err := r.Client.List(ctx, &all); err != nil {
@@ -147,11 +150,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	active := Active(all.Items)
 	switch {
 	case active == nil || active.UID != kv.UID:
-		return ctrl.Result{}, r.notHonoured(ctx, &kv, active)
+		return ctrl.Result{}, r.notHonoured(ctx, kv, active)
 	case kv.DeletionTimestamp != nil:
-		return r.uninstall(ctx, &kv)
+		return r.uninstall(ctx, kv)
 	}
-	return r.install(ctx, &kv)
+	return r.install(ctx, kv)
 }
 
 // notHonoured marks a KubeVirt that another one outranks. One on its way out just goes: the
@@ -164,7 +167,7 @@ func (r *Reconciler) notHonoured(ctx context.Context, kv *kubevirtv1.KubeVirt, a
 		return nil
 	}
 	log.FromContext(ctx).Info("another KubeVirt is honoured, ignoring this one", "active", client.ObjectKeyFromObject(active))
-	return r.writeStatus(ctx, kv, Conflicting(kv, active.Namespace+"/"+active.Name, r.now()))
+	return r.writeStatus(ctx, kv, Conflicting(kv, active.Namespace+"/"+active.Name, r.clock.Now()))
 }
 
 func (r *Reconciler) install(ctx context.Context, kv *kubevirtv1.KubeVirt) (ctrl.Result, error) {
@@ -172,7 +175,7 @@ func (r *Reconciler) install(ctx context.Context, kv *kubevirtv1.KubeVirt) (ctrl
 	in := NewInstall(kv, r.Config)
 	target := in.Target(r.Config.OperatorVersion)
 	fail := func(err error) (ctrl.Result, error) {
-		if werr := r.writeStatus(ctx, kv, Failed(kv, target, err, r.now())); werr != nil {
+		if werr := r.writeStatus(ctx, kv, Failed(kv, target, err, r.clock.Now())); werr != nil {
 			logger.Error(werr, "write the failure into the KubeVirt's status")
 		}
 		return ctrl.Result{}, err
@@ -211,12 +214,12 @@ func (r *Reconciler) install(ctx context.Context, kv *kubevirtv1.KubeVirt) (ctrl
 	if _, err := r.prune(ctx, keep); err != nil {
 		return fail(err)
 	}
-	if err := r.writeStatus(ctx, kv, Installed(kv, target, notReady, r.now())); err != nil {
+	if err := r.writeStatus(ctx, kv, Installed(kv, target, notReady, r.clock.Now())); err != nil {
 		return ctrl.Result{}, err
 	}
 	var res ctrl.Result
 	if !renewAt.IsZero() {
-		res.RequeueAfter = max(renewAt.Sub(r.now()), time.Second)
+		res.RequeueAfter = max(renewAt.Sub(r.clock.Now()), time.Second)
 	}
 	return res, nil
 }
@@ -254,7 +257,7 @@ func (r *Reconciler) uninstall(ctx context.Context, kv *kubevirtv1.KubeVirt) (ct
 	}
 	left, err := r.prune(ctx, nil)
 	done := err == nil && left == 0
-	if werr := r.writeStatus(ctx, kv, Deleting(kv, err, done, r.now())); werr != nil {
+	if werr := r.writeStatus(ctx, kv, Deleting(kv, err, done, r.clock.Now())); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
 	if err != nil {
@@ -296,13 +299,13 @@ func (r *Reconciler) writeStatus(ctx context.Context, kv *kubevirtv1.KubeVirt, s
 // alone: a second CA would roll every pod for nothing.
 func (r *Reconciler) certificates(ctx context.Context, in Install) (Certs, time.Time, error) {
 	spec := in.CertSpec()
-	now := r.now()
+	now := r.clock.Now()
 	cur, err := loadCerts(ctx, r.Client, in.Namespace)
 	if err != nil {
 		return Certs{}, time.Time{}, err
 	}
 	if renew, _ := certs.Check(cur, spec, now); len(renew) > 0 {
-		if cur, err = loadCerts(ctx, r.APIReader, in.Namespace); err != nil {
+		if cur, err = loadCerts(ctx, r.apiReader, in.Namespace); err != nil {
 			return Certs{}, time.Time{}, err
 		}
 	}
@@ -320,15 +323,13 @@ func (r *Reconciler) certificates(ctx context.Context, in Install) (Certs, time.
 func loadCerts(ctx context.Context, c client.Reader, ns string) (Certs, error) {
 	var secrets []corev1.Secret
 	for _, name := range []string{CASecret, APICertSecret, HandlerServerCertSecret, HandlerClientCertSecret} {
-		var s corev1.Secret
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
+		s, err := kit.Get[corev1.Secret](ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 		if err != nil {
 			return Certs{}, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
 		}
-		secrets = append(secrets, s)
+		if s != nil {
+			secrets = append(secrets, *s)
+		}
 	}
 	return CertsFromSecrets(secrets), nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,20 +82,23 @@ func setup(t *testing.T) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := (&vm.Reconciler{Client: mgr.GetClient(), Events: mgr.GetEventRecorder(vm.EventSource)}).SetupWithManager(mgr); err != nil {
+		clk := clock.RealClock{}
+		if err := vm.NewReconciler(mgr.GetClient(), clk, mgr.GetEventRecorder(vm.EventSource)).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&vmi.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage},
-			Events: mgr.GetEventRecorder(vmi.EventSource)}).SetupWithManager(mgr); err != nil {
+		if err := vmi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage}, clk,
+			mgr.GetEventRecorder(vmi.EventSource)).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&replicaset.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		if err := replicaset.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clk).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&node.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), HeartbeatTimeout: testHeartbeatTimeout, RecheckInterval: time.Second}).SetupWithManager(mgr); err != nil {
+		nodes := node.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clk)
+		nodes.HeartbeatTimeout, nodes.RecheckInterval = testHeartbeatTimeout, time.Second
+		if err := nodes.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&migration.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Launcher: vmi.LauncherConfig{Image: testLauncherImage}}).SetupWithManager(mgr); err != nil {
+		if err := migration.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage}, clk).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		go func() { _ = mgr.Start(context.Background()) }()

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,7 +60,7 @@ func startOperator(t *testing.T, fx *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &virtoperator.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: operatorConfig()}
+	r := virtoperator.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), operatorConfig(), clock.RealClock{})
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 const renamedGroup = "internal.virtualization.deckhouse.io"
@@ -91,12 +92,12 @@ func startWebhooks(t *testing.T, fx *fixture, ns string) {
 	vwc, err := admission.ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "virt-api-test-"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validating("vmi-create", webhooks.PathVMICreate, rule("virtualmachineinstances", create)),
-			validating("vmi-update", webhooks.PathVMIUpdate, rule("virtualmachineinstances", update)),
-			validating("vm", webhooks.PathVM, rule("virtualmachines", create, update)),
-			validating("vmirs", webhooks.PathVMIRS, rule("virtualmachineinstancereplicasets", create, update)),
-			validating("vmim", webhooks.PathMigration, rule("virtualmachineinstancemigrations", create)),
-			validating("preset", webhooks.PathPreset, rule("virtualmachineinstancepresets", create, update)),
+			validating("vmi-create", virtapicontract.PathVMICreate, rule("virtualmachineinstances", create)),
+			validating("vmi-update", virtapicontract.PathVMIUpdate, rule("virtualmachineinstances", update)),
+			validating("vm", virtapicontract.PathVM, rule("virtualmachines", create, update)),
+			validating("vmirs", virtapicontract.PathVMIRS, rule("virtualmachineinstancereplicasets", create, update)),
+			validating("vmim", virtapicontract.PathMigration, rule("virtualmachineinstancemigrations", create)),
+			validating("preset", virtapicontract.PathPreset, rule("virtualmachineinstancepresets", create, update)),
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -108,8 +109,8 @@ func startWebhooks(t *testing.T, fx *fixture, ns string) {
 	mwc, err := admission.MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "virt-api-test-"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			mutating("vmi-mutate", webhooks.PathVMIMutate, rule("virtualmachineinstances", create)),
-			mutating("vm-mutate", webhooks.PathVMMutate, rule("virtualmachines", create, update)),
+			mutating("vmi-mutate", virtapicontract.PathVMIMutate, rule("virtualmachineinstances", create)),
+			mutating("vm-mutate", virtapicontract.PathVMMutate, rule("virtualmachines", create, update)),
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 // User is who the apiserver says made the request.
@@ -113,7 +115,7 @@ func (a Authorizer) Allowed(ctx context.Context, u User, verb, ns, resource, sub
 		Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: u.Name, Groups: u.Groups, Extra: u.Extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: verb, Group: Group, Version: Version,
+				Namespace: ns, Verb: verb, Group: virtapicontract.SubresourcesGroup, Version: virtapicontract.SubresourcesVersion,
 				Resource: resource, Subresource: sub, Name: name,
 			},
 		},

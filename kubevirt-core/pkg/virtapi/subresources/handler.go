@@ -18,13 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/apistatus"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
-// The aggregated API's group and version.
-const (
-	Group   = "subresources.kubevirt.io"
-	Version = "v1"
-)
+// groupVersion is the aggregated API's, subresources.kubevirt.io/v1.
+const groupVersion = virtapicontract.SubresourcesGroup + "/" + virtapicontract.SubresourcesVersion
 
 // Server serves subresources.kubevirt.io/v1.
 type Server struct {
@@ -42,7 +40,7 @@ type vmCommand func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachin
 // Handler routes the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	prefix := "/apis/" + Group + "/" + Version
+	prefix := "/apis/" + groupVersion
 	mux.HandleFunc("GET "+prefix, s.discovery)
 	for name, cmd := range map[string]vmCommand{
 		"start":   withOptions(StartPlan),
@@ -95,7 +93,7 @@ var resources = func() []metav1.APIResource {
 func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
 	apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: Group + "/" + Version, APIResources: resources,
+		GroupVersion: groupVersion, APIResources: resources,
 	})
 }
 
@@ -115,7 +113,7 @@ func (s *Server) authorized(verb, resource, sub string, next http.HandlerFunc) h
 		}
 		if !ok {
 			gr := kubevirtv1.Resource(resource + "/" + sub)
-			gr.Group = Group
+			gr.Group = virtapicontract.SubresourcesGroup
 			apistatus.Write(w, apierrors.NewForbidden(gr, name, fmt.Errorf("user %q cannot %s %s/%s in namespace %q: %s", u.Name, verb, resource, sub, ns, reason)))
 			return
 		}

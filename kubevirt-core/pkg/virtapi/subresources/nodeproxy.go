@@ -17,16 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/apistatus"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 	"github.com/d8virt/kubevirt-core/pkg/wsrelay"
 )
 
 // HandlerLabelValue is the kubevirt.io label of virt-handler Pods, by which virt-api finds the
 // handler of a VMI's node, as KubeVirt does.
 const HandlerLabelValue = "virt-handler"
-
-// HandlerServerName is the name virt-handler's serving certificate carries. Handler Pods come and
-// go with their IPs, so virt-api verifies the name, not the address.
-const HandlerServerName = "virt-handler"
 
 // NodeProxy reaches the virt-handler of a node over mutual TLS.
 type NodeProxy struct {
@@ -54,7 +51,7 @@ func (p *NodeProxy) endpoint(ctx context.Context, node string) (string, *apierro
 
 func (p *NodeProxy) tlsConfig() *tls.Config {
 	c := p.TLS.Clone()
-	c.ServerName = HandlerServerName
+	c.ServerName = virtapicontract.HandlerServerName
 	return c
 }
 

@@ -17,18 +17,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
-// KubeVirt's webhook paths, kept so that webhook configurations written for upstream work here.
 const (
-	PathVMICreate    = "/virtualmachineinstances-validate-create"
-	PathVMIUpdate    = "/virtualmachineinstances-validate-update"
-	PathVM           = "/virtualmachines-validate"
-	PathVMIRS        = "/virtualmachinereplicaset-validate"
-	PathMigration    = "/migration-validate-create"
-	PathPreset       = "/vmipreset-validate"
-	PathVMIMutate    = "/virtualmachineinstances-mutate"
-	PathVMMutate     = "/virtualmachines-mutate"
 	maxReviewBytes   = 8 << 20 // two objects of at most 3 MiB each, plus the envelope
 	reviewAPIVersion = "admission.k8s.io/v1"
 )
@@ -46,23 +39,20 @@ type Server struct {
 	Decided func(path string, allowed bool)
 }
 
-// Paths are the webhook paths the server answers.
-var Paths = []string{PathVMICreate, PathVMIUpdate, PathVM, PathVMIRS, PathMigration, PathPreset, PathVMIMutate, PathVMMutate}
-
 type admitFunc func(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
 
 // Handler routes the webhook paths.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for path, admit := range map[string]admitFunc{
-		PathVMICreate: s.validateVMICreate,
-		PathVMIUpdate: s.validateVMIUpdate,
-		PathVM:        s.validateVM,
-		PathVMIRS:     s.validateVMIRS,
-		PathMigration: s.validateMigration,
-		PathPreset:    s.validatePreset,
-		PathVMIMutate: s.mutateVMI,
-		PathVMMutate:  s.mutateVM,
+		virtapicontract.PathVMICreate: s.validateVMICreate,
+		virtapicontract.PathVMIUpdate: s.validateVMIUpdate,
+		virtapicontract.PathVM:        s.validateVM,
+		virtapicontract.PathVMIRS:     s.validateVMIRS,
+		virtapicontract.PathMigration: s.validateMigration,
+		virtapicontract.PathPreset:    s.validatePreset,
+		virtapicontract.PathVMIMutate: s.mutateVMI,
+		virtapicontract.PathVMMutate:  s.mutateVM,
 	} {
 		mux.Handle("POST "+path, s.serve(path, admit))
 	}

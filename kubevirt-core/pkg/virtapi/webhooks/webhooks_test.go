@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 func vmiSpec(mut ...func(*kubevirtv1.VirtualMachineInstanceSpec)) kubevirtv1.VirtualMachineInstanceSpec {
@@ -390,7 +392,7 @@ func TestHandler(t *testing.T) {
 	h := s.Handler()
 
 	bad := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "v", Namespace: "ns"}, Spec: vmiSpec(func(s *kubevirtv1.VirtualMachineInstanceSpec) { s.Domain.Devices.Disks[0].Name = "x" })}
-	resp := review(t, h, PathVMICreate, admissionv1.AdmissionRequest{UID: "1", Operation: admissionv1.Create, Object: raw(t, bad)})
+	resp := review(t, h, virtapicontract.PathVMICreate, admissionv1.AdmissionRequest{UID: "1", Operation: admissionv1.Create, Object: raw(t, bad)})
 	if resp.Allowed || resp.Result.Code != 422 || resp.Result.Reason != metav1.StatusReasonInvalid ||
 		resp.Result.Message != "spec.domain.devices.disks[0].Name 'x' not found." || resp.Result.Details.Causes[0].Field != "spec.domain.devices.disks[0].name" {
 		t.Fatalf("denial %+v", resp.Result)
@@ -400,7 +402,7 @@ func TestHandler(t *testing.T) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance"},
 		ObjectMeta: metav1.ObjectMeta{Name: "v", Namespace: "ns", Labels: map[string]string{"size": "s"}}, Spec: vmiSpec(),
 	}
-	resp = review(t, h, PathVMIMutate, admissionv1.AdmissionRequest{UID: "2", Operation: admissionv1.Create, Namespace: "ns", Object: raw(t, good)})
+	resp = review(t, h, virtapicontract.PathVMIMutate, admissionv1.AdmissionRequest{UID: "2", Operation: admissionv1.Create, Namespace: "ns", Object: raw(t, good)})
 	if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 		t.Fatalf("mutation %+v", resp)
 	}
@@ -424,16 +426,16 @@ func TestHandler(t *testing.T) {
 	changed.Spec.Hostname = "h"
 	upd := admissionv1.AdmissionRequest{UID: "3", Operation: admissionv1.Update, Object: raw(t, changed), OldObject: raw(t, good)}
 	upd.UserInfo.Username = "alice"
-	if resp := review(t, h, PathVMIUpdate, upd); resp.Allowed || resp.Result.Message != "update of VMI object is restricted" {
+	if resp := review(t, h, virtapicontract.PathVMIUpdate, upd); resp.Allowed || resp.Result.Message != "update of VMI object is restricted" {
 		t.Fatalf("user update %+v", resp.Result)
 	}
 	upd.UserInfo.Username = "system:serviceaccount:kubevirt:kubevirt-controller"
-	if resp := review(t, h, PathVMIUpdate, upd); !resp.Allowed {
+	if resp := review(t, h, virtapicontract.PathVMIUpdate, upd); !resp.Allowed {
 		t.Fatalf("system update %+v", resp.Result)
 	}
 
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathVM, strings.NewReader(`{"kind":"AdmissionReview"}`)))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, virtapicontract.PathVM, strings.NewReader(`{"kind":"AdmissionReview"}`)))
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("a review without a request: %d", rec.Code)
 	}

@@ -31,6 +31,8 @@ type VMICollector struct {
 	Reader client.Reader
 }
 
+var _ prometheus.Collector = &VMICollector{}
+
 // Describe implements prometheus.Collector.
 func (c *VMICollector) Describe(ch chan<- *prometheus.Desc) { ch <- phaseCount }
 

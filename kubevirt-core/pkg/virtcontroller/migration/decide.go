@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 )
 
 // KubeVirt's defaults for the limits and timeouts of migrations.
@@ -183,7 +183,7 @@ func launcherRunning(p *corev1.Pod) bool {
 		return false
 	}
 	for _, c := range p.Status.ContainerStatuses {
-		if c.Name == vmi.ComputeContainer && !c.Ready {
+		if c.Name == launcherpod.ComputeContainer && !c.Ready {
 			return false
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 )
 
 // handedVMI runs on n1 with the hand-off of migration m to n2 in its status, as the controller
@@ -40,7 +40,7 @@ var (
 	}
 	computeDown = func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: vmi.ComputeContainer, Ready: false}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: launcherpod.ComputeContainer, Ready: false}}
 	}
 	onNode = func(n string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
 )

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/d8virt/kubevirt-core/pkg/kit"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
-
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
 )
 
 // vmiNameIndex indexes the migration cache by spec.vmiName, so that a VMI's change finds its
@@ -31,16 +30,23 @@ const vmiNameIndex = "migrationcontroller.spec.vmiName"
 // the VMI's Pods and all migrations afresh, so a missed event or a restart loses nothing.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache. Before concluding that the VMI is gone, or creating a target
+	// apiReader reads past the cache. Before concluding that the VMI is gone, or creating a target
 	// Pod, the controller asks the apiserver: the cache may lag behind a VMI or Pod created a
-	// moment ago. nil means Client.
-	APIReader client.Reader
+	// moment ago.
+	apiReader client.Reader
 	// Launcher shapes the target Pod.
 	Launcher vmi.LauncherConfig
 	// Limits are the migration limits and timeouts; zero fields take KubeVirt's defaults.
 	Limits Limits
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	clock  clock.PassiveClock
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the migration controller reading and writing through c and reading past the
+// cache through apiReader (mgr.GetAPIReader()), with clk for its clock.
+func NewReconciler(c client.Client, apiReader client.Reader, launcher vmi.LauncherConfig, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{Client: c, apiReader: apiReader, Launcher: launcher, clock: clk}
 }
 
 // SetupWithManager watches migrations, the VMIs they move and their target Pods.
@@ -85,16 +91,12 @@ func (r *Reconciler) migrationsOfVMI(ctx context.Context, o client.Object) []rec
 	return out
 }
 
-func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
-
-func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
-
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	m := &kubevirtv1.VirtualMachineInstanceMigration{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	m, err := kit.Get[kubevirtv1.VirtualMachineInstanceMigration](ctx, r.Client, req.NamespacedName)
+	if m == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 	in, err := r.read(ctx, r.Client, m)
 	if err != nil {
@@ -103,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	d := Decide(in)
 	if d.Action == CreateTargetPod || (in.VMI == nil && !m.IsFinal()) {
 		// Confirm at the apiserver before starting a Pod or failing for a missing VMI.
-		if in, err = r.read(ctx, r.apiReader(), m); err != nil {
+		if in, err = r.read(ctx, r.apiReader, m); err != nil {
 			return ctrl.Result{}, err
 		}
 		d = Decide(in)
@@ -180,19 +182,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // read gathers the decision's input through reader.
 func (r *Reconciler) read(ctx context.Context, reader client.Reader, m *kubevirtv1.VirtualMachineInstanceMigration) (Input, error) {
-	in := Input{Migration: m, Limits: r.Limits, Now: r.now()}
-	v := &kubevirtv1.VirtualMachineInstance{}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.VMIName}, v); apierrors.IsNotFound(err) {
-		v = nil
-	} else if err != nil {
+	in := Input{Migration: m, Limits: r.Limits, Now: r.clock.Now()}
+	v, err := kit.Get[kubevirtv1.VirtualMachineInstance](ctx, reader, types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.VMIName})
+	if err != nil {
 		return in, fmt.Errorf("get VMI: %w", err)
 	}
 	in.VMI = v
 	if v != nil {
 		var pods corev1.PodList
-		if err := reader.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{
-			kubevirtv1.AppLabel: vmi.LauncherLabelValue, kubevirtv1.CreatedByLabel: string(v.UID),
-		}); err != nil {
+		if err := reader.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels(launcherpod.Labels(v.UID))); err != nil {
 			return in, fmt.Errorf("list launcher pods: %w", err)
 		}
 		in.VMIPods = pods.Items

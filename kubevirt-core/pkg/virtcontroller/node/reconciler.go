@@ -7,9 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 )
 
 // vmiNodeIndex indexes the VMI cache by status.nodeName, the node a VMI runs on.
@@ -27,16 +27,23 @@ const vmiNodeIndex = "nodecontroller.status.nodeName"
 // and its VMIs afresh and checks the heartbeat against the clock, so a restart loses nothing.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache. Before failing VMIs, the controller lists the Pods on the
-	// node at the apiserver: a launcher the cache has not seen yet may run a guest. nil means
-	// Client.
-	APIReader client.Reader
+	// apiReader reads past the cache. Before failing VMIs, the controller lists the Pods on the
+	// node at the apiserver: a launcher the cache has not seen yet may run a guest.
+	apiReader client.Reader
 	// HeartbeatTimeout is how old a heartbeat may get; 0 means DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
 	// RecheckInterval bounds the time between two looks at a node; 0 means DefaultRecheckInterval.
 	RecheckInterval time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	clock           clock.PassiveClock
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the node controller reading and writing through c and reading past the cache
+// through apiReader (mgr.GetAPIReader()), with clk for its clock, which the heartbeats are
+// judged by.
+func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{Client: c, apiReader: apiReader, clock: clk}
 }
 
 // SetupWithManager watches Nodes, and VMIs by the node they run on: a VMI that lands on a node
@@ -63,10 +70,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
-
-func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
-
 func (r *Reconciler) timeouts() (time.Duration, time.Duration) {
 	timeout, recheck := r.HeartbeatTimeout, r.RecheckInterval
 	if timeout <= 0 {
@@ -81,10 +84,8 @@ func (r *Reconciler) timeouts() (time.Duration, time.Duration) {
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	node := &corev1.Node{}
-	if err := r.Client.Get(ctx, req.NamespacedName, node); apierrors.IsNotFound(err) {
-		node = nil
-	} else if err != nil {
+	node, err := kit.Get[corev1.Node](ctx, r.Client, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get node: %w", err)
 	}
 	var list kubevirtv1.VirtualMachineInstanceList
@@ -97,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	timeout, recheck := r.timeouts()
-	now := r.now()
+	now := r.clock.Now()
 	d, err := Decide(node, vmis, nil, timeout, recheck, now)
 	if err != nil {
 		logger.Error(err, "cannot read the heartbeat, not judging the node")
@@ -106,7 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(d.Fail) > 0 {
 		// Only now is it worth asking the apiserver which launchers still live on the node.
 		var pods corev1.PodList
-		if err := r.apiReader().List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", req.Name)}); err != nil {
+		if err := r.apiReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", req.Name)}); err != nil {
 			return ctrl.Result{}, fmt.Errorf("list pods on node: %w", err)
 		}
 		if d, err = Decide(node, vmis, pods.Items, timeout, recheck, now); err != nil {

@@ -4,32 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 )
 
 // Reconciler carries out Decide and writes Status. It is level-based: every reconcile counts the
 // replica set's VMIs afresh, so a missed event or a restart loses nothing.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache. Before creating or deleting VMIs the controller counts
+	// apiReader reads past the cache. Before creating or deleting VMIs the controller counts
 	// them again at the apiserver: the cache may not yet show the VMIs the previous reconcile
 	// created, and trusting it would overshoot (KubeVirt keeps "expectations" for the same
-	// reason). nil means Client.
-	APIReader client.Reader
+	// reason).
+	apiReader client.Reader
 	// BurstReplicas caps the VMIs created or deleted per reconcile; 0 means DefaultBurstReplicas.
 	BurstReplicas int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	clock         clock.PassiveClock
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the replica set controller reading and writing through c and reading past
+// the cache through apiReader (mgr.GetAPIReader()), with clk for its clock.
+func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveClock) *Reconciler {
+	return &Reconciler{Client: c, apiReader: apiReader, clock: clk}
 }
 
 // SetupWithManager watches replica sets and the VMIs they control.
@@ -41,16 +49,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
-
-func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
-
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	rs := &kubevirtv1.VirtualMachineInstanceReplicaSet{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	rs, err := kit.Get[kubevirtv1.VirtualMachineInstanceReplicaSet](ctx, r.Client, req.NamespacedName)
+	if rs == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 	sel, err := Selector(rs)
 	if err != nil {
@@ -64,8 +68,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	plan := Decide(rs, vmis, r.BurstReplicas)
 	if !plan.Empty() {
-		// Confirm at the apiserver before acting, see APIReader.
-		if vmis, err = r.ownedVMIs(ctx, r.apiReader(), rs); err != nil {
+		// Confirm at the apiserver before acting, see apiReader.
+		if vmis, err = r.ownedVMIs(ctx, r.apiReader, rs); err != nil {
 			return ctrl.Result{}, err
 		}
 		plan = Decide(rs, vmis, r.BurstReplicas)
@@ -119,7 +123,7 @@ func (r *Reconciler) carryOut(ctx context.Context, rs *kubevirtv1.VirtualMachine
 func (r *Reconciler) writeStatus(ctx context.Context, rs *kubevirtv1.VirtualMachineInstanceReplicaSet, vmis []*kubevirtv1.VirtualMachineInstance,
 	sel labels.Selector, plan Plan, scaleErr error) error {
 	// The VMIs just created or deleted are counted by the reconcile their events trigger.
-	st := Status(rs, vmis, sel, plan, scaleErr, r.now())
+	st := Status(rs, vmis, sel, plan, scaleErr, r.clock.Now())
 	if equality.Semantic.DeepEqual(rs.Status, st) {
 		return nil
 	}

@@ -9,23 +9,31 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 )
 
 // Reconciler carries out Decide and writes Status. It is level-based: every reconcile reads the
 // VM and its VMI afresh, so a missed event or a restart loses nothing.
 type Reconciler struct {
-	Client client.Client
-	// Events records what the controller does to the VM's VMI; nil records nothing.
-	Events events.EventRecorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	Client   client.Client
+	clock    clock.PassiveClock
+	recorder events.EventRecorder
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the VM controller reading and writing through c, with clk for its clock and
+// rec recording what it does to the VMs' VMIs (mgr.GetEventRecorder(EventSource)).
+func NewReconciler(c client.Client, clk clock.PassiveClock, rec events.EventRecorder) *Reconciler {
+	return &Reconciler{Client: c, clock: clk, recorder: rec}
 }
 
 // EventSource is the controller's name in the events it records.
@@ -40,19 +48,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
-
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	vm := &kubevirtv1.VirtualMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, vm); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	vm, err := kit.Get[kubevirtv1.VirtualMachine](ctx, r.Client, req.NamespacedName)
+	if vm == nil || err != nil {
+		return ctrl.Result{}, err
 	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, vmi); apierrors.IsNotFound(err) {
-		vmi = nil
-	} else if err != nil {
+	vmi, err := kit.Get[kubevirtv1.VirtualMachineInstance](ctx, r.Client, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get VMI: %w", err)
 	}
 	if vmi != nil && !metav1.IsControlledBy(vmi, vm) {
@@ -76,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	now := r.now()
+	now := r.clock.Now()
 	strategy, err := vm.RunStrategy()
 	if err != nil {
 		// The webhook rejects such a VM; one that predates it waits here for a fix.
@@ -98,19 +102,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		vmi = NewVMI(vm)
 		if err := r.Client.Create(ctx, vmi); err != nil && !apierrors.IsAlreadyExists(err) {
-			kit.Event(r.Events, vm, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating virtual machine instance: %v", err)
+			r.recorder.Eventf(vm, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating virtual machine instance: %v", err)
 			return ctrl.Result{}, fmt.Errorf("create VMI: %w", err)
 		} else if err == nil {
-			kit.Event(r.Events, vm, corev1.EventTypeNormal, "SuccessfulCreate", "Create",
+			r.recorder.Eventf(vm, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create",
 				"Started the virtual machine by creating the new virtual machine instance %s", vmi.Name)
 		}
 		logger.Info("created VMI", "runStrategy", strategy)
 	case Delete:
 		if err := r.Client.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID}); client.IgnoreNotFound(err) != nil {
-			kit.Event(r.Events, vm, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine instance %s: %v", vmi.Name, err)
+			r.recorder.Eventf(vm, nil, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine instance %s: %v", vmi.Name, err)
 			return ctrl.Result{}, fmt.Errorf("delete VMI: %w", err)
 		}
-		kit.Event(r.Events, vm, corev1.EventTypeNormal, "SuccessfulDelete", "Delete",
+		r.recorder.Eventf(vm, nil, corev1.EventTypeNormal, "SuccessfulDelete", "Delete",
 			"Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
 		logger.Info("deleted VMI", "runStrategy", strategy)
 	case Halt:

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
@@ -50,19 +51,6 @@ type Decision struct {
 	NodeName string
 }
 
-// Launcher picks the VMI's current Pod from its launcher Pods: one not being deleted if there is
-// any, since a replacement may already run beside a terminating one. nil when there is none.
-func Launcher(pods []corev1.Pod) *corev1.Pod {
-	var out *corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if out == nil || (out.DeletionTimestamp != nil && p.DeletionTimestamp == nil) {
-			out = p
-		}
-	}
-	return out
-}
-
 // controllerPhase reports whether the phase is one this controller drives. Running and after
 // are virt-handler's; a finished VMI never changes again.
 func controllerPhase(p kubevirtv1.VirtualMachineInstancePhase) bool {
@@ -92,7 +80,7 @@ func Decide(vmi *kubevirtv1.VirtualMachineInstance, pods []corev1.Pod, now time.
 	if !controllerPhase(vmi.Status.Phase) {
 		return d
 	}
-	pod := Launcher(pods)
+	pod := launcherpod.Current(pods)
 	switch {
 	case pod == nil && (vmi.Status.Phase == kubevirtv1.VmPhaseUnset || vmi.Status.Phase == kubevirtv1.Pending):
 		d.Action = CreatePod

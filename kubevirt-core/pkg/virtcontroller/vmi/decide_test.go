@@ -112,17 +112,6 @@ func TestDecideDoesNotChurn(t *testing.T) {
 	}
 }
 
-func TestLauncherPrefersLivePod(t *testing.T) {
-	old := launcher(podDeleting)
-	live := launcher(func(p *corev1.Pod) { p.Name = "live" })
-	if got := Launcher(pods(old, live)); got.Name != "live" {
-		t.Errorf("Launcher picked %s", got.Name)
-	}
-	if Launcher(nil) != nil {
-		t.Error("Launcher of nothing")
-	}
-}
-
 func condition(conds []kubevirtv1.VirtualMachineInstanceCondition, t kubevirtv1.VirtualMachineInstanceConditionType) *kubevirtv1.VirtualMachineInstanceCondition {
 	for i := range conds {
 		if conds[i].Type == t {

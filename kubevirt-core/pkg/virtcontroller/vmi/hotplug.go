@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 )
 
 // Reasons on the volume status of hotplugged volumes, as KubeVirt's controller writes them.
@@ -220,7 +220,7 @@ func (r *Reconciler) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMac
 	}
 	if PlanHotplug(volumes, pods).Create {
 		// The cache may not show a Pod created a moment ago: ask the apiserver before making one.
-		if pods, err = r.attachmentPods(ctx, r.apiReader(), launcher); err != nil {
+		if pods, err = r.attachmentPods(ctx, r.apiReader, launcher); err != nil {
 			return false, err
 		}
 	}
@@ -237,12 +237,13 @@ func (r *Reconciler) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMac
 			continue
 		}
 		name := hotplug.ClaimName(&volumes[i])
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := r.apiReader().Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: name}, pvc); err == nil {
+		pvc, err := kit.Get[corev1.PersistentVolumeClaim](ctx, r.apiReader, client.ObjectKey{Namespace: vmi.Namespace, Name: name})
+		if err != nil {
+			return false, fmt.Errorf("get claim %s: %w", name, err)
+		}
+		if pvc != nil {
 			claims[name] = pvc
 			known++
-		} else if !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("get claim %s: %w", name, err)
 		}
 	}
 	plan := PlanHotplug(volumes, pods)

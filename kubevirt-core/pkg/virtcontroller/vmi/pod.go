@@ -11,14 +11,12 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 )
 
 // Names KubeVirt v1.6 uses on the launcher Pod; tools (kubectl, virtctl, monitoring) rely on them.
+// The ones other components share are launcherpod's.
 const (
-	// LauncherLabelValue is the value of the kubevirt.io label on every launcher Pod.
-	LauncherLabelValue = "virt-launcher"
-	// ComputeContainer runs virt-launcher and, through it, QEMU.
-	ComputeContainer = "compute"
 	// DefaultContainerAnnotation makes kubectl logs/exec pick the compute container.
 	DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 	// MigrationTransportUnixAnnotation tells virt-handler that migration traffic goes over unix
@@ -27,11 +25,6 @@ const (
 	// lastAppliedAnnotation belongs to kubectl's view of the VMI, not of the Pod.
 	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
-
-// KubeVirt pads the guest's grace period twice: once so that virt-handler can shut the domain down
-// before virt-launcher gives up on it, and once more before the kubelet kills the Pod, so that the
-// launcher is never killed while it is still tearing the guest down.
-const gracePeriodPadding int64 = 15
 
 // Overhead estimate of the launcher Pod over the guest's own memory, after KubeVirt's
 // GetMemoryOverhead: the fixed part covers virt-launcher, its monitor, virtqemud, virtlogd and
@@ -47,14 +40,6 @@ var (
 // Without a CPU request KubeVirt asks for 1/cpuAllocationRatio of a core per vCPU (the default
 // ratio is 10), so an idle cluster can overcommit CPU while every guest still gets a share.
 const cpuAllocationRatio = 10
-
-// GracePeriodSeconds is the guest's shutdown grace period: the VMI's, or KubeVirt's default.
-func GracePeriodSeconds(vmi *kubevirtv1.VirtualMachineInstance) int64 {
-	if vmi.Spec.TerminationGracePeriodSeconds != nil {
-		return *vmi.Spec.TerminationGracePeriodSeconds
-	}
-	return kubevirtv1.DefaultGracePeriodSeconds
-}
 
 // VCPUs is the number of virtual CPUs of the guest: sockets x cores x threads, each defaulting to 1.
 func VCPUs(vmi *kubevirtv1.VirtualMachineInstance) int64 {
@@ -146,7 +131,7 @@ func launcherLabels(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
 	}
 	// The VMI's own created-by (its VM's UID) and node label do not describe the Pod.
 	delete(labels, kubevirtv1.NodeNameLabel)
-	labels[kubevirtv1.AppLabel] = LauncherLabelValue
+	labels[kubevirtv1.AppLabel] = launcherpod.AppLabelValue
 	labels[kubevirtv1.CreatedByLabel] = string(vmi.UID)
 	// KubeVirt labels the Pod with the guest hostname, which is the VMI name unless spec.hostname
 	// says otherwise; Services select VMs by it.
@@ -165,7 +150,7 @@ func launcherAnnotations(vmi *kubevirtv1.VirtualMachineInstance) map[string]stri
 		ann[k] = v
 	}
 	ann[kubevirtv1.DomainAnnotation] = vmi.Name
-	ann[DefaultContainerAnnotation] = ComputeContainer
+	ann[DefaultContainerAnnotation] = launcherpod.ComputeContainer
 	ann[MigrationTransportUnixAnnotation] = "true"
 	return ann
 }
@@ -211,7 +196,7 @@ func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		"--name", vmi.Name,
 		"--namespace", vmi.Namespace,
 		"--uid", string(vmi.UID),
-		"--grace-period-seconds", strconv.FormatInt(GracePeriodSeconds(vmi)+gracePeriodPadding, 10),
+		"--grace-period-seconds", strconv.FormatInt(launcherpod.GracePeriodSeconds(vmi)+launcherpod.GracePadding, 10),
 	}
 	if hasContainerDisk(vmi) {
 		cmd = append(cmd, "--image-store", containerDisksDir)
@@ -282,7 +267,7 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 	// The Pod must share nothing with the caller's VMI (tolerations, affinity, ...).
 	vmi = vmi.DeepCopy()
 	vols, mounts := launcherVolumes(vmi, cfg)
-	grace := GracePeriodSeconds(vmi) + 2*gracePeriodPadding
+	grace := launcherpod.GracePeriodSeconds(vmi) + 2*launcherpod.GracePadding
 	no := false
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -294,7 +279,7 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 		},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
-				Name:            ComputeContainer,
+				Name:            launcherpod.ComputeContainer,
 				Image:           cfg.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         LauncherCommand(vmi, cfg),

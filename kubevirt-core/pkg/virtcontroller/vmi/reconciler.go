@@ -8,17 +8,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
+	"github.com/d8virt/kubevirt-core/pkg/kit"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
@@ -26,16 +27,24 @@ import (
 // launcher Pods afresh, so a missed event or a restart loses nothing.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache. Before the controller creates a Pod, or concludes that the
+	// apiReader reads past the cache. Before the controller creates a Pod, or concludes that the
 	// Pod is gone, it asks the apiserver: the cache may not show a Pod created a moment ago, and
-	// acting on that would start a second launcher or fail a healthy VMI. nil means Client.
-	APIReader client.Reader
+	// acting on that would start a second launcher or fail a healthy VMI.
+	apiReader client.Reader
 	// Launcher shapes the launcher Pods.
 	Launcher LauncherConfig
-	// Events records what the controller does to the VMI's Pods; nil records nothing.
-	Events events.EventRecorder
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	clock    clock.PassiveClock
+	// recorder records what the controller does to the VMI's Pods.
+	recorder events.EventRecorder
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the VMI controller reading and writing through c and reading past the cache
+// through apiReader (mgr.GetAPIReader()), with clk for its clock and rec recording what it does
+// to the launcher Pods (mgr.GetEventRecorder(EventSource)).
+func NewReconciler(c client.Client, apiReader client.Reader, launcher LauncherConfig, clk clock.PassiveClock, rec events.EventRecorder) *Reconciler {
+	return &Reconciler{Client: c, apiReader: apiReader, Launcher: launcher, clock: clk, recorder: rec}
 }
 
 // EventSource is the controller's name in the events it records.
@@ -55,16 +64,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *Reconciler) now() time.Time { return kit.Now(r.Now) }
-
-func (r *Reconciler) apiReader() client.Reader { return kit.Uncached(r.APIReader, r.Client) }
-
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, vmi); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	vmi, err := kit.Get[kubevirtv1.VirtualMachineInstance](ctx, r.Client, req.NamespacedName)
+	if vmi == nil || err != nil {
+		return ctrl.Result{}, err
 	}
 	pods, err := r.launcherPods(ctx, r.Client, vmi)
 	if err != nil {
@@ -72,12 +77,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if len(pods) == 0 && (vmi.DeletionTimestamp != nil || controllerPhase(vmi.Status.Phase)) {
 		// No Pod in the cache is about to create one, fail the VMI or release it: confirm first.
-		if pods, err = r.launcherPods(ctx, r.apiReader(), vmi); err != nil {
+		if pods, err = r.launcherPods(ctx, r.apiReader, vmi); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 
-	d := Decide(vmi, pods, r.now())
+	d := Decide(vmi, pods, r.clock.Now())
 	wait, err := r.syncClaims(ctx, vmi, &d)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -97,10 +102,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				continue
 			}
 			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
-				kit.Event(r.Events, vmi, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine pod %s: %v", p.Name, err)
+				r.recorder.Eventf(vmi, nil, corev1.EventTypeWarning, "FailedDelete", "Delete", "Error deleting virtual machine pod %s: %v", p.Name, err)
 				return ctrl.Result{}, fmt.Errorf("delete launcher pod %s: %w", p.Name, err)
 			}
-			kit.Event(r.Events, vmi, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted virtual machine pod %s", p.Name)
+			r.recorder.Eventf(vmi, nil, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "Deleted virtual machine pod %s", p.Name)
 			logger.Info("deleted launcher pod", "pod", p.Name)
 		}
 		// The Pods' deletion events bring the VMI back here to release it.
@@ -123,16 +128,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		withClaims.Status.VolumeStatus = d.Status.VolumeStatus
 		pod := NewLauncherPod(withClaims, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
-			kit.Event(r.Events, vmi, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating pod: %v", err)
+			r.recorder.Eventf(vmi, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating pod: %v", err)
 			return ctrl.Result{}, fmt.Errorf("create launcher pod: %w", err)
 		}
-		kit.Event(r.Events, vmi, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created virtual machine pod %s", pod.Name)
+		r.recorder.Eventf(vmi, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "Created virtual machine pod %s", pod.Name)
 		logger.Info("created launcher pod", "pod", pod.Name)
 	}
 	if vmi.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	claimWait, err := r.syncHotplug(ctx, vmi, Launcher(pods), &d)
+	claimWait, err := r.syncHotplug(ctx, vmi, launcherpod.Current(pods), &d)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,15 +163,14 @@ func (r *Reconciler) syncClaims(ctx context.Context, vmi *kubevirtv1.VirtualMach
 	claims := map[string]*corev1.PersistentVolumeClaim{}
 	missing := ""
 	for _, name := range names {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := r.apiReader().Get(ctx, client.ObjectKey{Namespace: vmi.Namespace, Name: name}, pvc)
+		pvc, err := kit.Get[corev1.PersistentVolumeClaim](ctx, r.apiReader, client.ObjectKey{Namespace: vmi.Namespace, Name: name})
 		switch {
-		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, fmt.Errorf("get claim %s: %w", name, err)
+		case pvc == nil:
 			if missing == "" {
 				missing = name
 			}
-		case err != nil:
-			return false, fmt.Errorf("get claim %s: %w", name, err)
 		default:
 			claims[name] = pvc
 		}
@@ -177,7 +181,7 @@ func (r *Reconciler) syncClaims(ctx context.Context, vmi *kubevirtv1.VirtualMach
 		d.Status.Conditions = vmicond.Set(d.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
 			Type: kubevirtv1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
 			Reason: ReasonPVCNotFound, Message: missingClaimMessage(vmi.Namespace, missing),
-		}, r.now())
+		}, r.clock.Now())
 		log.FromContext(ctx).Info("waiting for a claim before creating the launcher pod", "claim", missing)
 		return true, nil
 	}
@@ -187,23 +191,14 @@ func (r *Reconciler) syncClaims(ctx context.Context, vmi *kubevirtv1.VirtualMach
 	return false, nil
 }
 
-// launcherPods lists the Pods labelled as the VMI's launchers and keeps those it controls: a
-// copied label must not make the controller adopt or delete somebody else's Pod.
+// launcherPods lists the VMI's launcher Pods through reader: only those it controls, so that a
+// copied label never makes the controller adopt or delete somebody else's Pod.
 func (r *Reconciler) launcherPods(ctx context.Context, reader client.Reader, vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := reader.List(ctx, &list, client.InNamespace(vmi.Namespace), client.MatchingLabels{
-		kubevirtv1.AppLabel:       LauncherLabelValue,
-		kubevirtv1.CreatedByLabel: string(vmi.UID),
-	}); err != nil {
+	pods, err := launcherpod.List(ctx, reader, vmi, nil)
+	if err != nil {
 		return nil, fmt.Errorf("list launcher pods: %w", err)
 	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if metav1.IsControlledBy(&p, vmi) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return pods, nil
 }
 
 // writeVMI stores the decided status, the finalizer and the node label in one update. The VMI

@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,7 +118,7 @@ func TestReconcileWaitsForClaims(t *testing.T) {
 	}
 	vmi := newVMI(withClaims("data"))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(vmi).Build()
-	r := &Reconciler{Client: c, Launcher: LauncherConfig{Image: "launcher"}, Now: func() time.Time { return now }}
+	r := NewReconciler(c, c, LauncherConfig{Image: "launcher"}, clocktesting.NewFakePassiveClock(now), &events.FakeRecorder{})
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}
 	reconcile := func() (ctrl.Result, *kubevirtv1.VirtualMachineInstance, []corev1.Pod) {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"reflect"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -123,7 +124,7 @@ func TestReconcileBlockClaimDevice(t *testing.T) {
 	block := corev1.PersistentVolumeBlock
 	pvc := claim("raw", boundWith("1Gi"), func(pvc *corev1.PersistentVolumeClaim) { pvc.Spec.VolumeMode = &block })
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(vmi, pvc).Build()
-	r := &Reconciler{Client: c, Launcher: LauncherConfig{Image: "launcher"}, Now: func() time.Time { return now }}
+	r := NewReconciler(c, c, LauncherConfig{Image: "launcher"}, clocktesting.NewFakePassiveClock(now), &events.FakeRecorder{})
 	ctx := context.Background()
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: vmi.Namespace, Name: vmi.Name}}); err != nil {
 		t.Fatal(err)

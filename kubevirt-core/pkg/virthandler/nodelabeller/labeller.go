@@ -1,3 +1,8 @@
+// Package nodelabeller keeps virt-handler's Node labelled with what the node offers guests, as
+// KubeVirt's node labeller does: the usable CPU models, the CPU features, the host-model CPU
+// with its vendor and required features, the TSC timer, the machine types, SEV and realtime.
+// The data comes from the files the handler Pod's init container (virt-launcher
+// --node-labeller-dir) wrote with a libvirtd of its own, read by nodecaps.
 package nodelabeller
 
 import (
@@ -14,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 )
 
 // Labeller keeps the Node's labels level-based: every round computes the full set, adds what is
@@ -22,7 +29,7 @@ import (
 type Labeller struct {
 	Kube     kubernetes.Interface
 	NodeName string
-	Caps     *Capabilities
+	Caps     *nodecaps.Capabilities
 	// Interval between rounds; a failed round is retried sooner.
 	Interval time.Duration
 	Log      *slog.Logger

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 )
 
 // DefaultObsoleteCPUModels are the models KubeVirt never labels (nor offers for host-model
@@ -62,7 +64,7 @@ func Owned(key string) bool {
 // Labels are the node's labels for c, with KubeVirt's keys and values. obsolete names the
 // models that get no label (nil means DefaultObsoleteCPUModels); realtime is whether the kernel
 // lets realtime tasks run unthrottled.
-func Labels(c *Capabilities, obsolete map[string]bool, realtime bool) map[string]string {
+func Labels(c *nodecaps.Capabilities, obsolete map[string]bool, realtime bool) map[string]string {
 	if obsolete == nil {
 		obsolete = DefaultObsoleteCPUModels
 	}

@@ -20,15 +20,14 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/apistatus"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/unixsock"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
 	"github.com/d8virt/kubevirt-core/pkg/wsrelay"
@@ -82,19 +81,13 @@ func (s *Server) target(r *http.Request) (*kubevirtv1.VirtualMachineInstance, *c
 	if v.Status.NodeName != s.NodeName || v.Status.Phase != kubevirtv1.Running {
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("VMI %s is not running on node %s", key.Name, s.NodeName))
 	}
-	var pods corev1.PodList
-	if err := s.Client.List(r.Context(), &pods, client.InNamespace(v.Namespace), client.MatchingLabels{
-		kubevirtv1.AppLabel: vmi.LauncherLabelValue, kubevirtv1.CreatedByLabel: string(v.UID),
-	}); err != nil {
+	own, err := launcherpod.List(r.Context(), s.Client, v, func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == s.NodeName && p.Status.Phase == corev1.PodRunning
+	})
+	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
-	var own []corev1.Pod
-	for _, p := range pods.Items {
-		if metav1.IsControlledBy(&p, v) && p.Spec.NodeName == s.NodeName && p.Status.Phase == corev1.PodRunning {
-			own = append(own, p)
-		}
-	}
-	pod := vmi.Launcher(own)
+	pod := launcherpod.Current(own)
 	if pod == nil {
 		return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("VMI %s has no running launcher on node %s", key.Name, s.NodeName))
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/wsrelay"
 )
 
@@ -42,7 +42,7 @@ func testServer(t *testing.T) (*httptest.Server, *kubevirtv1.VirtualMachineInsta
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: "virt-launcher-vm-x", UID: "pod-uid",
-			Labels:          map[string]string{kubevirtv1.AppLabel: vmi.LauncherLabelValue, kubevirtv1.CreatedByLabel: string(v.UID)},
+			Labels:          launcherpod.Labels(v.UID),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(v, kubevirtv1.VirtualMachineInstanceGroupVersionKind)},
 		},
 		Spec:   corev1.PodSpec{NodeName: "n1"},

@@ -9,7 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
-	vmipod "github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 )
 
 // Live migration as virt-handler sees it. virt-controller hands a migration over by writing
@@ -55,7 +55,7 @@ func launcherMigrated(pod *corev1.Pod) bool {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if term := cs.State.Terminated; term != nil && cs.Name == vmipod.ComputeContainer && term.ExitCode == 0 {
+		if term := cs.State.Terminated; term != nil && cs.Name == launcherpod.ComputeContainer && term.ExitCode == 0 {
 			var res launcherapi.Result
 			return json.Unmarshal([]byte(term.Message), &res) == nil && res.Reason == ReasonMigrated
 		}

@@ -12,7 +12,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
-	vmipod "github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/vmicond"
 )
 
@@ -135,7 +135,7 @@ func launcherExit(pod *corev1.Pod) *launcherapi.Result {
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		term := cs.State.Terminated
-		if cs.Name != vmipod.ComputeContainer || term == nil {
+		if cs.Name != launcherpod.ComputeContainer || term == nil {
 			continue
 		}
 		res := &launcherapi.Result{}

@@ -6,8 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/kit"
 )
 
 // EventSource is virt-handler's name in the events it records, as in KubeVirt.
@@ -66,9 +64,9 @@ func migrationFailed(st kubevirtv1.VirtualMachineInstanceStatus, uid types.UID) 
 	return ms != nil && ms.Failed && ms.MigrationUID == uid
 }
 
-// record records e about v; a Reconciler without a recorder (unit tests) records nothing.
+// record records e about v.
 func (r *Reconciler) record(v *kubevirtv1.VirtualMachineInstance, e lifecycleEvent) {
-	kit.Event(r.Recorder, v, e.eventType, e.reason, e.action, "%s", e.note)
+	r.recorder.Eventf(v, nil, e.eventType, e.reason, e.action, "%s", e.note)
 }
 
 // recordCommand records e about v after a command to the launcher in pod succeeded, once per

@@ -2,13 +2,16 @@ package vmisync
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -68,7 +71,7 @@ func TestWriteStatusEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: tc.old}
 			rec := events.NewFakeRecorder(10)
-			r := &Reconciler{Client: fakeClient(t, v), Recorder: rec}
+			r := NewReconciler(fakeClient(t, v), "n1", t.TempDir(), clocktesting.NewFakePassiveClock(time.Now()), rec, slog.New(slog.DiscardHandler))
 			ctx := context.Background()
 			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
 				t.Fatal(err)
@@ -97,14 +100,5 @@ func TestWriteStatusEvents(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestNoRecorder: a Reconciler without a recorder writes the status and records nothing.
-func TestNoRecorder(t *testing.T) {
-	v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduled}}
-	r := &Reconciler{Client: fakeClient(t, v)}
-	if err := r.writeStatus(context.Background(), v, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -51,7 +51,7 @@ func (r *Reconciler) reconcileTarget(ctx context.Context, v *kubevirtv1.VirtualM
 		r.recordCommand(v, pod, targetPreparedEvent.reason+"/"+string(ms.MigrationUID), targetPreparedEvent)
 		dom = st
 	}
-	st, takeOver := vmistatus.Target(v, pod, dom, r.NodeName, r.now())
+	st, takeOver := vmistatus.Target(v, pod, dom, r.NodeName, r.clock.Now())
 	if !takeOver {
 		return ctrl.Result{}, r.writeStatus(ctx, v, st)
 	}

@@ -8,14 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,10 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/d8virt/kubevirt-core/pkg/kit"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
-	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/launcherconn"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmistatus"
@@ -48,11 +51,23 @@ type Reconciler struct {
 	// the ones migrating here, which the manager's cache (this node's VMIs) does not hold. nil
 	// means this handler is never a migration target.
 	TargetVMIs cache.Cache
-	Now        func() time.Time
 	// Hotplug brings hotplugged volumes into the launchers (hotplug.go); nil leaves them alone.
 	Hotplug *hotplug.Volumes
-	// Recorder records KubeVirt's events about the VMIs (events.go); nil records none.
-	Recorder events.EventRecorder
+	clock   clock.PassiveClock
+	// recorder records KubeVirt's events about the VMIs (events.go).
+	recorder events.EventRecorder
+}
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// NewReconciler is the VMI controller of node nodeName, whose launcher Pods' volumes are under
+// podsDir, reading and writing through c, with clk for its clock and rec recording KubeVirt's
+// events about the VMIs (mgr.GetEventRecorder(EventSource)). Its connections to the launchers
+// (Conns, logging to log) feed the launchers' status changes into Events.
+func NewReconciler(c client.Client, nodeName, podsDir string, clk clock.PassiveClock, rec events.EventRecorder, log *slog.Logger) *Reconciler {
+	r := &Reconciler{Client: c, NodeName: nodeName, PodsDir: podsDir, Events: make(chan event.GenericEvent, 64), clock: clk, recorder: rec}
+	r.Conns = launcherconn.New(r.NotifyFunc(), log)
+	return r
 }
 
 // NotifyFunc is the launcherconn.Notify that feeds r.Events.
@@ -79,13 +94,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			&handler.TypedEnqueueRequestForObject[*kubevirtv1.VirtualMachineInstance]{}))
 	}
 	return b.Complete(r)
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -122,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		dom = r.Conns.Latest(pod.UID)
 	}
 
-	st := vmistatus.Compute(v, pod, dom, r.now())
+	st := vmistatus.Compute(v, pod, dom, r.clock.Now())
 	hotplugErr := r.syncHotplug(ctx, v, pod, dom, &st)
 	if err := r.writeStatus(ctx, v, st); err != nil {
 		return ctrl.Result{}, err
@@ -160,7 +168,7 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if v.DeletionTimestamp != nil {
-		grace := vmi.GracePeriodSeconds(v)
+		grace := launcherpod.GracePeriodSeconds(v)
 		if err := c.Shutdown(callCtx, &launcherapi.ShutdownRequest{GracePeriodSeconds: grace}); err != nil {
 			return dom, 0, fmt.Errorf("shut down %s/%s: %w", v.Namespace, v.Name, err)
 		}
@@ -187,13 +195,9 @@ func (r *Reconciler) drive(ctx context.Context, v *kubevirtv1.VirtualMachineInst
 // getVMI reads the VMI from this node's VMIs, else from those migrating here; nil when it is in
 // neither.
 func (r *Reconciler) getVMI(ctx context.Context, key types.NamespacedName) (*kubevirtv1.VirtualMachineInstance, error) {
-	v := &kubevirtv1.VirtualMachineInstance{}
-	err := r.Client.Get(ctx, key, v)
-	if apierrors.IsNotFound(err) && r.TargetVMIs != nil {
-		err = r.TargetVMIs.Get(ctx, key, v)
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	v, err := kit.Get[kubevirtv1.VirtualMachineInstance](ctx, r.Client, key)
+	if v == nil && err == nil && r.TargetVMIs != nil {
+		v, err = kit.Get[kubevirtv1.VirtualMachineInstance](ctx, r.TargetVMIs, key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get VMI: %w", err)
@@ -212,23 +216,14 @@ func (r *Reconciler) launcherPod(ctx context.Context, v *kubevirtv1.VirtualMachi
 	if err != nil {
 		return nil, err
 	}
-	return vmi.Launcher(own), nil
+	return launcherpod.Current(own), nil
 }
 
 // ownPods are the VMI's launcher Pods on this node.
 func (r *Reconciler) ownPods(ctx context.Context, v *kubevirtv1.VirtualMachineInstance) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(v.Namespace), client.MatchingLabels{
-		kubevirtv1.AppLabel:       vmi.LauncherLabelValue,
-		kubevirtv1.CreatedByLabel: string(v.UID),
-	}); err != nil {
+	own, err := launcherpod.List(ctx, r.Client, v, func(p *corev1.Pod) bool { return p.Spec.NodeName == r.NodeName })
+	if err != nil {
 		return nil, fmt.Errorf("list launcher pods: %w", err)
-	}
-	var own []corev1.Pod
-	for _, p := range list.Items {
-		if metav1.IsControlledBy(&p, v) && p.Spec.NodeName == r.NodeName {
-			own = append(own, p)
-		}
 	}
 	return own, nil
 }
@@ -268,7 +263,7 @@ func (r *Reconciler) syncReadinessGate(ctx context.Context, pod *corev1.Pod, st 
 		}
 	}
 	updated := pod.DeepCopy()
-	cond := corev1.PodCondition{Type: kubevirtv1.VirtualMachineUnpaused, Status: want, LastTransitionTime: metav1.NewTime(r.now())}
+	cond := corev1.PodCondition{Type: kubevirtv1.VirtualMachineUnpaused, Status: want, LastTransitionTime: metav1.NewTime(r.clock.Now())}
 	replaced := false
 	for i, c := range updated.Status.Conditions {
 		if c.Type == cond.Type {

@@ -1,9 +1,9 @@
-// Package nodelabeller keeps virt-handler's Node labelled with what the node offers guests, as
-// KubeVirt's node labeller does: the usable CPU models, the CPU features, the host-model CPU
-// with its vendor and required features, the TSC timer, the machine types, SEV and realtime.
-// The data comes from the files the handler Pod's init container (virt-launcher
-// --node-labeller-dir) wrote with a libvirtd of its own (see launcherapi.DomCapabilitiesFile).
-package nodelabeller
+// Package nodecaps reads what a node offers guests from the files virt-launcher's node labeller
+// mode (--node-labeller-dir, the init container of virt-handler's Pod) writes with a libvirtd of
+// its own: the files launcherapi.DomCapabilitiesFile, SupportedFeaturesFile and CapabilitiesFile
+// name. virt-launcher writes them; virt-handler's node labeller reads them here and turns them
+// into Node labels, and virt-launcher's tests read back what it wrote.
+package nodecaps
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
-// Capabilities is what the labels are computed from.
+// Capabilities is what the node offers guests, as far as the labels tell.
 type Capabilities struct {
 	// HostModel is the host-model CPU's model ("" when the hypervisor has none), Vendor its
 	// vendor and RequiredFeatures the features it adds to the model.
@@ -35,7 +35,8 @@ type Capabilities struct {
 	SEVES    bool
 }
 
-// Load reads the files of the init container in dir.
+// Load reads the files in dir, for the machine architecture arch (libvirt's name, see
+// launcherapi.Arch).
 func Load(dir, arch string) (*Capabilities, error) {
 	var files [3][]byte
 	for i, name := range []string{launcherapi.DomCapabilitiesFile, launcherapi.SupportedFeaturesFile, launcherapi.CapabilitiesFile} {
