@@ -55,7 +55,7 @@ func (h *Webhook) serve(w http.ResponseWriter, r *http.Request) int {
 		return h.fail(w, "restore", err)
 	}
 	path := r.URL.Path
-	if p, ok := h.Rewriter.Rules().RestoreWebhookPath(path); ok {
+	if p, ok := h.Rewriter.Rules().WebhookPath(rewrite.Restore, path); ok {
 		path = p
 	}
 	target := *h.Target

@@ -24,22 +24,15 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 )
 
-// Direction of a rewrite.
-type Direction uint8
+// Direction of a rewrite: the rules' own, so that a rewrite passes it on to every lookup.
+type Direction = rules.Direction
 
 const (
 	// Rename goes from the component's view to the cluster's view (requests).
-	Rename Direction = iota
+	Rename = rules.Rename
 	// Restore goes from the cluster's view to the component's view (responses).
-	Restore
+	Restore = rules.Restore
 )
-
-func (d Direction) String() string {
-	if d == Rename {
-		return "rename"
-	}
-	return "restore"
-}
 
 // Target names the object kind a body is about when the body does not say it
 // itself (patches, list items without apiVersion/kind). Group and Kind are in
@@ -70,30 +63,6 @@ func New(r *rules.Rules) *Rewriter {
 // Rules returns the rules of the rewriter.
 func (rw *Rewriter) Rules() *rules.Rules { return rw.rules }
 
-func (rw *Rewriter) group(d Direction, g string) (string, bool) {
-	if g == "" {
-		return g, false
-	}
-	if d == Rename {
-		return rw.rules.RenameGroup(g)
-	}
-	return rw.rules.RestoreGroup(g)
-}
-
-func (rw *Rewriter) kind(d Direction, g, k string) (string, bool) {
-	if d == Rename {
-		return rw.rules.RenameKind(g, k)
-	}
-	return rw.rules.RestoreKind(g, k)
-}
-
-func (rw *Rewriter) resource(d Direction, g, res string) (string, bool) {
-	if d == Rename {
-		return rw.rules.RenameResource(g, res)
-	}
-	return rw.rules.RestoreResource(g, res)
-}
-
 // message replaces qualified names in free text (Status messages). Restore
 // replaces every renamed name (groups, kinds, resources, key prefixes); Rename
 // only replaces qualified names ("resource.group", "Kind.group") and groups in
@@ -123,7 +92,7 @@ func (rw *Rewriter) buildMessageReplacers() {
 			pair{o.Kind + "." + o.Group, n.Kind + "." + n.Group})
 	}
 	for _, g := range r.Groups {
-		rn, _ := r.RenameGroup(g.Name)
+		rn, _ := r.Group(rules.Rename, g.Name)
 		restore = append(restore, pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
 		rename = append(rename, pair{g.Name + "/", rn + "/"})
 	}
@@ -165,25 +134,16 @@ func (w *walker) categories(_ *node, sb *sib) {
 		return
 	}
 	r := w.rw.rules
-	var kr *rules.KindRule
-	if w.dir == Rename {
-		if kr = r.LookupKind(g, sb.kind); kr == nil {
-			kr = r.LookupResource(g, res)
-		}
-	} else {
-		if kr = r.LookupRenamedKind(g, sb.kind); kr == nil {
-			kr = r.LookupRenamedResource(g, res)
-		}
+	kr := r.LookupKind(w.dir, g, sb.kind)
+	if kr == nil {
+		kr = r.LookupResource(w.dir, g, res)
 	}
 	start := w.pos
 	w.skip()
 	if kr == nil {
 		return
 	}
-	cats := kr.Renamed.Categories
-	if w.dir == Restore {
-		cats = kr.Original.Categories
-	}
+	cats := kr.To(w.dir).Categories
 	buf := []byte{'['}
 	for i, c := range cats {
 		if i > 0 {

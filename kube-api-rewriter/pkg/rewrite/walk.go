@@ -165,9 +165,7 @@ func (w *walker) metaKey(key string) keyResult {
 	rl := w.rw.rules
 	var r keyResult
 	orig := key
-	if w.dir == Rename {
-		r.to, r.changed = rl.RenameKey(key)
-	} else if r.to, r.changed = rl.RestoreKey(key); r.changed {
+	if r.to, r.changed = rl.Key(w.dir, key); r.changed && w.dir == Restore {
 		orig = r.to
 	}
 	if r.valueRules = rl.HasValueRules(orig); r.valueRules {
@@ -546,7 +544,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			s, e, v := w.str()
 			g, ver := splitGV(v)
 			sc.group, sc.hasGroup, ownGroup = g, true, true
-			if ng, ok := w.rw.group(w.dir, g); ok {
+			if ng, ok := w.rw.rules.Group(w.dir, g); ok {
 				w.replaceGV(s, e, ng, ver)
 			}
 			if sc.kindWait {
@@ -560,7 +558,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			s, e, v := w.str()
 			sc.kind, sc.hasKind, sc.schema, ownKind, sc.ownKind = v, true, nil, true, true
 			if ownGroup {
-				if nk, ok := w.rw.kind(w.dir, sc.group, v); ok {
+				if nk, ok := w.rw.rules.Kind(w.dir, sc.group, v); ok {
 					w.replaceString(s, e, nk)
 				}
 				return
@@ -595,7 +593,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 
 func (w *walker) spliceKind(sc *scope) {
 	sc.kindWait = false
-	if nk, ok := w.rw.kind(w.dir, sc.group, sc.kind); ok {
+	if nk, ok := w.rw.rules.Kind(w.dir, sc.group, sc.kind); ok {
 		w.out = slices.Replace(w.out, sc.kindStart, sc.kindEnd, appendQuoted(nil, nk)...)
 	}
 }
@@ -649,7 +647,7 @@ func (w *walker) stringValue(r role, sb *sib, n *node) {
 		// the most frequent rewrite of all (owner references, managed fields), without
 		// building the new string
 		g, ver := splitGV(v)
-		if ng, ok := w.rw.group(w.dir, g); ok {
+		if ng, ok := w.rw.rules.Group(w.dir, g); ok {
 			w.replaceGV(s, e, ng, ver)
 		}
 		return
@@ -684,10 +682,7 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 			}
 			return v, false
 		}
-		if d == Rename {
-			return rl.RenameKey(v)
-		}
-		return rl.RestoreKey(v)
+		return rl.Key(d, v)
 	case rLabelValue:
 		if sb == nil || !sb.hasKey {
 			return v, false
@@ -699,23 +694,19 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 			if !r.valueRules {
 				return v, false
 			}
-			if d == Restore {
-				return rl.RestoreLabelValue(r.valueRulesK, v)
-			}
-			return rl.RenameLabelValue(r.valueRulesK, v)
+			return rl.LabelValue(d, r.valueRulesK, v)
 		}
 		if d == Restore {
-			key, _ = rl.RestoreKey(key)
-			return rl.RestoreLabelValue(key, v)
+			key, _ = rl.Key(d, key) // value rules are looked up by the original key
 		}
-		return rl.RenameLabelValue(key, v)
+		return rl.LabelValue(d, key, v)
 	case rAPIVersion:
 		g, ver := splitGV(v)
-		if ng, ok := rw.group(d, g); ok {
+		if ng, ok := rl.Group(d, g); ok {
 			return joinGV(ng, ver), true
 		}
 	case rGroup:
-		return rw.group(d, v)
+		return rl.Group(d, v)
 	case rCtxGroup, rCtxGroupVer:
 		g, ver := v, ""
 		if r == rCtxGroupVer {
@@ -726,7 +717,7 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 		if d == Restore && rl.HiddenGroup(g) {
 			sc.hide = true
 		}
-		if ng, ok := rw.group(d, g); ok {
+		if ng, ok := rl.Group(d, g); ok {
 			if r == rCtxGroupVer {
 				return joinGV(ng, ver), true
 			}
@@ -734,39 +725,33 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 		}
 	case rKind:
 		if g, ok := w.groupOf(sb, n); ok {
-			return rw.kind(d, g, v)
+			return rl.Kind(d, g, v)
 		}
 	case rResource:
 		if g, ok := w.groupOf(sb, n); ok {
-			return rw.resource(d, g, v)
+			return rl.Resource(d, g, v)
 		}
 	case rKindOrRes:
 		if g, ok := w.groupOf(sb, n); ok {
-			if nv, ok := rw.resource(d, g, v); ok {
+			if nv, ok := rl.Resource(d, g, v); ok {
 				return nv, true
 			}
-			return rw.kind(d, g, v)
+			return rl.Kind(d, g, v)
 		}
 	case rShortName:
 		if g, ok := w.groupOf(sb, n); ok {
-			if d == Rename {
-				return rl.RenameShortName(g, v)
-			}
-			return rl.RestoreShortName(g, v)
+			return rl.ShortName(d, g, v)
 		}
 	case rCRDName:
 		return rw.crdName(d, v)
 	case rAPIServiceName:
 		if i := strings.IndexByte(v, '.'); i > 0 {
-			if ng, ok := rw.group(d, v[i+1:]); ok {
+			if ng, ok := rl.Group(d, v[i+1:]); ok {
 				return v[:i+1] + ng, true
 			}
 		}
 	case rWebhookPath:
-		if d == Rename {
-			return rl.RenameWebhookPath(v)
-		}
-		return rl.RestoreWebhookPath(v)
+		return rl.WebhookPath(d, v)
 	case rMessage:
 		return rw.message(d, v)
 	case rRBACResource:
@@ -774,7 +759,7 @@ func (w *walker) rewriteString(r role, v string, sb *sib, n *node) (string, bool
 			return v, false
 		}
 		for _, g := range sb.groups {
-			if nv, ok := rw.resource(d, g, v); ok {
+			if nv, ok := rl.Resource(d, g, v); ok {
 				return nv, true
 			}
 		}
@@ -789,10 +774,10 @@ func (rw *Rewriter) crdName(d Direction, v string) (string, bool) {
 		return v, false
 	}
 	plural, g := v[:i], v[i+1:]
-	ng, ok := rw.group(d, g)
+	ng, ok := rw.rules.Group(d, g)
 	if !ok {
 		return v, false
 	}
-	np, _ := rw.resource(d, g, plural)
+	np, _ := rw.rules.Resource(d, g, plural)
 	return np + "." + ng, true
 }

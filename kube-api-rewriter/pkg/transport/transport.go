@@ -76,7 +76,7 @@ func New(next http.RoundTripper, o Options) *RoundTripper {
 // peers serve in the original view: restoring it would prefix its kubevirt.io names as
 // preserved originals.
 func (t *RoundTripper) unlistedFamilyGroup(g string) bool {
-	if _, renamed := t.o.Rewriter.Rules().RenameGroup(g); renamed {
+	if _, renamed := t.o.Rewriter.Rules().Group(rewrite.Rename, g); renamed {
 		return false
 	}
 	for _, s := range t.familySuffixes {
