@@ -44,16 +44,9 @@ func (o *Options) Complete(log *slog.Logger) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("upstream apiserver: %w", err)
 	}
-	upstreamURL, err := url.Parse(up.Host)
+	upstreamURL, upstreamRT, err := proxy.Upstream(up)
 	if err != nil {
-		return nil, fmt.Errorf("upstream apiserver address %q: %w", up.Host, err)
-	}
-	if upstreamURL.Host == "" {
-		return nil, fmt.Errorf("upstream apiserver address %q: no host", up.Host)
-	}
-	upstreamRT, err := rest.TransportFor(up)
-	if err != nil {
-		return nil, fmt.Errorf("upstream transport: %w", err)
+		return nil, err
 	}
 	m := metrics.New()
 	engine := transport.New(upstreamRT, transport.Options{Rewriter: rw, Metrics: m, Listener: "api", Log: log})
