@@ -30,6 +30,8 @@ type Webhook struct {
 	Log     *slog.Logger
 }
 
+var _ http.Handler = (*Webhook)(nil)
+
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := h.serve(w, r)

@@ -1,5 +1,7 @@
 package rules
 
+import "fmt"
+
 // Direction says which way a name is mapped (see the package doc for the vocabulary). Every
 // lookup takes one, and reads its input in the view the direction starts from.
 type Direction uint8
@@ -10,6 +12,8 @@ const (
 	// Restore goes from the cluster's view to the component's view (responses).
 	Restore
 )
+
+var _ fmt.Stringer = Rename
 
 func (d Direction) String() string {
 	if d == Rename {

@@ -169,6 +169,8 @@ func Load(data []byte) (*Rules, error) {
 // ValidationError lists every problem found in a rule document.
 type ValidationError struct{ Problems []string }
 
+var _ error = (*ValidationError)(nil)
+
 func (e *ValidationError) Error() string {
 	return "rules: invalid: " + strings.Join(e.Problems, "; ")
 }
