@@ -47,14 +47,8 @@ func TestRenameCRDs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
 			err := RenameCRDs(c.args, strings.NewReader(c.stdin), &out)
-			if c.wantErr != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
-				}
+			if failed(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			rest := out.String()
 			for _, w := range c.want {

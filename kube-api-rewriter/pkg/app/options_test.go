@@ -9,6 +9,19 @@ import (
 	"time"
 )
 
+// failed checks err against want, the text an error must contain ("" when none is expected), and
+// reports whether it was an error, expected or not: then the test case is over.
+func failed(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatal(err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("error %v, want one with %q", err, want)
+	}
+	return err != nil
+}
+
 // parse runs Parse over a fresh flag set bound to NewOptions, with env as the environment.
 func parse(args []string, env map[string]string) (*Options, error) {
 	o := NewOptions()
@@ -77,14 +90,8 @@ func TestParse(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := parse(c.args, c.env)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
-				}
+			if failed(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if *got != c.want {
 				t.Errorf("got  %+v\nwant %+v", *got, c.want)

@@ -128,14 +128,8 @@ func TestComplete(t *testing.T) {
 				c.set(o)
 			}
 			p, err := o.Complete(discard)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("error %v, want %q", err, c.wantErr)
-				}
+			if failed(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			var names []string
 			for _, s := range p.servers {
