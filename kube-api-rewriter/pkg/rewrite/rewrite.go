@@ -45,11 +45,10 @@ type Target struct {
 
 // Rewriter applies one rule set. It is immutable and safe for concurrent use.
 type Rewriter struct {
-	rules      *rules.Rules
-	sch        *schemas
-	restoreMsg *strings.Replacer
-	renameMsg  *strings.Replacer
-	walkers    sync.Pool // *walker
+	rules    *rules.Rules
+	sch      *schemas
+	messages [2]*strings.Replacer // by Direction
+	walkers  sync.Pool            // *walker
 }
 
 // New returns a Rewriter for the given (loaded) rules.
@@ -68,40 +67,36 @@ func (rw *Rewriter) Rules() *rules.Rules { return rw.rules }
 // only replaces qualified names ("resource.group", "Kind.group") and groups in
 // "group/version" form, because bare original kinds are ambiguous.
 func (rw *Rewriter) message(d Direction, s string) (string, bool) {
-	rp := rw.restoreMsg
-	if d == Rename {
-		rp = rw.renameMsg
-	}
-	ns := rp.Replace(s)
+	ns := rw.messages[d].Replace(s)
 	return ns, ns != s
 }
 
 func (rw *Rewriter) buildMessageReplacers() {
 	type pair struct{ from, to string }
-	var restore, rename []pair
+	var ps [2][]pair // by Direction
 	r := rw.rules
 	for _, k := range r.Kinds() {
 		o, n := k.Original, k.Renamed
-		restore = append(restore,
+		ps[Restore] = append(ps[Restore],
 			pair{n.Plural + "." + n.Group, o.Plural + "." + o.Group},
 			pair{n.Kind + "." + n.Group, o.Kind + "." + o.Group},
 			pair{n.ListKind, o.ListKind}, pair{n.Kind, o.Kind},
 			pair{n.Plural, o.Plural}, pair{n.Singular, o.Singular})
-		rename = append(rename,
+		ps[Rename] = append(ps[Rename],
 			pair{o.Plural + "." + o.Group, n.Plural + "." + n.Group},
 			pair{o.Kind + "." + o.Group, n.Kind + "." + n.Group})
 	}
 	for _, g := range r.Groups {
-		rn, _ := r.Group(rules.Rename, g.Name)
-		restore = append(restore, pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
-		rename = append(rename, pair{g.Name + "/", rn + "/"})
+		rn, _ := r.Group(Rename, g.Name)
+		ps[Restore] = append(ps[Restore], pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
+		ps[Rename] = append(ps[Rename], pair{g.Name + "/", rn + "/"})
 	}
 	for _, p := range r.MetadataPrefixes {
 		if !strings.HasPrefix(p.From, "*") {
-			restore = append(restore, pair{p.To + "/", p.From + "/"})
+			ps[Restore] = append(ps[Restore], pair{p.To + "/", p.From + "/"})
 		}
 	}
-	mk := func(ps []pair) *strings.Replacer {
+	for d, ps := range ps {
 		sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].from) > len(ps[j].from) })
 		var args []string
 		seen := map[string]bool{}
@@ -112,10 +107,8 @@ func (rw *Rewriter) buildMessageReplacers() {
 			seen[p.from] = true
 			args = append(args, p.from, p.to)
 		}
-		return strings.NewReplacer(args...)
+		rw.messages[d] = strings.NewReplacer(args...)
 	}
-	rw.restoreMsg = mk(restore)
-	rw.renameMsg = mk(rename)
 }
 
 func (w *walker) categories(_ *node, sb *sib) {
