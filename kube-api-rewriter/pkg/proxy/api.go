@@ -50,16 +50,29 @@ func WriteStatus(w http.ResponseWriter, code int, reason, msg string) {
 	_, _ = w.Write(transport.StatusJSON(code, reason, msg))
 }
 
+// Upstream returns the address of the apiserver of cfg and a transport that carries cfg's
+// credentials to it.
+func Upstream(cfg *rest.Config) (*url.URL, http.RoundTripper, error) {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream apiserver address %q: %w", cfg.Host, err)
+	}
+	if u.Host == "" {
+		return nil, nil, fmt.Errorf("upstream apiserver address %q: no host", cfg.Host)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream transport: %w", err)
+	}
+	return u, rt, nil
+}
+
 // NewAPIForConfig is NewAPI for the apiserver and credentials of upstream, with the rewriting
 // engine of o in between: everything a sidecar's api listener needs.
 func NewAPIForConfig(upstream *rest.Config, o transport.Options) (http.Handler, error) {
-	u, err := url.Parse(upstream.Host)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("upstream apiserver address %q: %v", upstream.Host, err)
-	}
-	rt, err := rest.TransportFor(upstream)
+	u, rt, err := Upstream(upstream)
 	if err != nil {
-		return nil, fmt.Errorf("upstream transport: %w", err)
+		return nil, err
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)

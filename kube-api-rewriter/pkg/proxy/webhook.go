@@ -30,6 +30,8 @@ type Webhook struct {
 	Log     *slog.Logger
 }
 
+var _ http.Handler = (*Webhook)(nil)
+
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := h.serve(w, r)
@@ -55,7 +57,7 @@ func (h *Webhook) serve(w http.ResponseWriter, r *http.Request) int {
 		return h.fail(w, "restore", err)
 	}
 	path := r.URL.Path
-	if p, ok := h.Rewriter.Rules().RestoreWebhookPath(path); ok {
+	if p, ok := h.Rewriter.Rules().WebhookPath(rewrite.Restore, path); ok {
 		path = p
 	}
 	target := *h.Target

@@ -17,6 +17,8 @@ type Change struct {
 	New  string
 }
 
+var _ fmt.Stringer = Change{}
+
 func (c Change) String() string {
 	o, n := c.Old, c.New
 	if o == "" {

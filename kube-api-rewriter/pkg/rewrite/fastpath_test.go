@@ -191,10 +191,7 @@ func TestKeyMemo(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, k := range keys {
-				want, _ := rw.rules.RestoreKey(k)
-				if d == Rename {
-					want, _ = rw.rules.RenameKey(k)
-				}
+				want, _ := rw.rules.Key(d, k)
 				if !bytes.Contains(out, []byte(fmt.Sprintf("%q:", want))) {
 					t.Fatalf("%v round %d: key %q: want %q in the output", d, round, k, want)
 				}

@@ -33,7 +33,7 @@ func (rw *Rewriter) OpenAPIRoot(body []byte) ([]byte, error) {
 		case rw.rules.IsOriginalGroup(group) && rw.rules.HiddenGroup(group):
 			// A stock KubeVirt's group: the component must not see two schemas for one kind.
 		default:
-			if orig, renamed := rw.rules.RestoreGroup(group); renamed && rw.rules.IsRenamedGroup(group) {
+			if orig, renamed := rw.rules.Group(Restore, group); renamed && rw.rules.IsRenamedGroup(group) {
 				newKey := "apis/" + orig + "/" + version
 				entry.ServerRelativeURL = strings.Replace(entry.ServerRelativeURL, "/"+key, "/"+newKey, 1)
 				key = newKey
@@ -59,7 +59,7 @@ func (rw *Rewriter) OpenAPIPath(path string) (string, bool) {
 	if !ok {
 		return path, false
 	}
-	renamed, ok := rw.rules.RenameGroup(group)
+	renamed, ok := rw.rules.Group(Rename, group)
 	if !ok {
 		return path, false
 	}
@@ -116,10 +116,10 @@ func (rw *Rewriter) restoreGVK(m map[string]any) {
 	if !rw.rules.IsRenamedGroup(group) {
 		return
 	}
-	if k, ok := rw.rules.RestoreKind(group, kind); ok {
+	if k, ok := rw.rules.Kind(Restore, group, kind); ok {
 		m["kind"] = k
 	}
-	if g, ok := rw.rules.RestoreGroup(group); ok {
+	if g, ok := rw.rules.Group(Restore, group); ok {
 		m["group"] = g
 	}
 }

@@ -3,8 +3,6 @@ package rewrite
 import (
 	"net/url"
 	"strings"
-
-	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 )
 
 // PathKind classifies an API path.
@@ -126,12 +124,12 @@ func (rw *Rewriter) Path(d Direction, p string) (string, bool) {
 		changed = true
 	}
 	if ix.group >= 0 {
-		if ng, ok := rw.group(d, ri.Group); ok {
+		if ng, ok := rw.rules.Group(d, ri.Group); ok {
 			set(ix.group, ng)
 		}
 	}
 	if ix.resource >= 0 {
-		if nr, ok := rw.resource(d, ri.Group, ri.Resource); ok {
+		if nr, ok := rw.rules.Resource(d, ri.Group, ri.Resource); ok {
 			set(ix.resource, nr)
 		}
 	}
@@ -229,13 +227,8 @@ func (rw *Rewriter) TargetFor(d Direction, ri RequestInfo) Target {
 	if ri.Kind != PathResource || (ri.Subresource != "" && ri.Subresource != "status") {
 		return Target{}
 	}
-	var kr *rules.KindRule
-	if d == Rename {
-		if kr = rw.rules.LookupResource(ri.Group, ri.Resource); kr != nil {
-			return Target{Group: ri.Group, Kind: kr.Original.Kind}
-		}
-	} else if kr = rw.rules.LookupRenamedResource(ri.Group, ri.Resource); kr != nil {
-		return Target{Group: ri.Group, Kind: kr.Renamed.Kind}
+	if kr := rw.rules.LookupResource(d, ri.Group, ri.Resource); kr != nil {
+		return Target{Group: ri.Group, Kind: kr.From(d).Kind}
 	}
 	if k, ok := nativeKinds[ri.Group+"/"+ri.Resource]; ok {
 		return Target{Group: ri.Group, Kind: k}

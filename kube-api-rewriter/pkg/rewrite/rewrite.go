@@ -24,22 +24,15 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 )
 
-// Direction of a rewrite.
-type Direction uint8
+// Direction of a rewrite: the rules' own, so that a rewrite passes it on to every lookup.
+type Direction = rules.Direction
 
 const (
 	// Rename goes from the component's view to the cluster's view (requests).
-	Rename Direction = iota
+	Rename = rules.Rename
 	// Restore goes from the cluster's view to the component's view (responses).
-	Restore
+	Restore = rules.Restore
 )
-
-func (d Direction) String() string {
-	if d == Rename {
-		return "rename"
-	}
-	return "restore"
-}
 
 // Target names the object kind a body is about when the body does not say it
 // itself (patches, list items without apiVersion/kind). Group and Kind are in
@@ -52,11 +45,10 @@ type Target struct {
 
 // Rewriter applies one rule set. It is immutable and safe for concurrent use.
 type Rewriter struct {
-	rules      *rules.Rules
-	sch        *schemas
-	restoreMsg *strings.Replacer
-	renameMsg  *strings.Replacer
-	walkers    sync.Pool // *walker
+	rules    *rules.Rules
+	sch      *schemas
+	messages [2]*strings.Replacer // by Direction
+	walkers  sync.Pool            // *walker
 }
 
 // New returns a Rewriter for the given (loaded) rules.
@@ -70,69 +62,41 @@ func New(r *rules.Rules) *Rewriter {
 // Rules returns the rules of the rewriter.
 func (rw *Rewriter) Rules() *rules.Rules { return rw.rules }
 
-func (rw *Rewriter) group(d Direction, g string) (string, bool) {
-	if g == "" {
-		return g, false
-	}
-	if d == Rename {
-		return rw.rules.RenameGroup(g)
-	}
-	return rw.rules.RestoreGroup(g)
-}
-
-func (rw *Rewriter) kind(d Direction, g, k string) (string, bool) {
-	if d == Rename {
-		return rw.rules.RenameKind(g, k)
-	}
-	return rw.rules.RestoreKind(g, k)
-}
-
-func (rw *Rewriter) resource(d Direction, g, res string) (string, bool) {
-	if d == Rename {
-		return rw.rules.RenameResource(g, res)
-	}
-	return rw.rules.RestoreResource(g, res)
-}
-
 // message replaces qualified names in free text (Status messages). Restore
 // replaces every renamed name (groups, kinds, resources, key prefixes); Rename
 // only replaces qualified names ("resource.group", "Kind.group") and groups in
 // "group/version" form, because bare original kinds are ambiguous.
 func (rw *Rewriter) message(d Direction, s string) (string, bool) {
-	rp := rw.restoreMsg
-	if d == Rename {
-		rp = rw.renameMsg
-	}
-	ns := rp.Replace(s)
+	ns := rw.messages[d].Replace(s)
 	return ns, ns != s
 }
 
 func (rw *Rewriter) buildMessageReplacers() {
 	type pair struct{ from, to string }
-	var restore, rename []pair
+	var ps [2][]pair // by Direction
 	r := rw.rules
 	for _, k := range r.Kinds() {
 		o, n := k.Original, k.Renamed
-		restore = append(restore,
+		ps[Restore] = append(ps[Restore],
 			pair{n.Plural + "." + n.Group, o.Plural + "." + o.Group},
 			pair{n.Kind + "." + n.Group, o.Kind + "." + o.Group},
 			pair{n.ListKind, o.ListKind}, pair{n.Kind, o.Kind},
 			pair{n.Plural, o.Plural}, pair{n.Singular, o.Singular})
-		rename = append(rename,
+		ps[Rename] = append(ps[Rename],
 			pair{o.Plural + "." + o.Group, n.Plural + "." + n.Group},
 			pair{o.Kind + "." + o.Group, n.Kind + "." + n.Group})
 	}
 	for _, g := range r.Groups {
-		rn, _ := r.RenameGroup(g.Name)
-		restore = append(restore, pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
-		rename = append(rename, pair{g.Name + "/", rn + "/"})
+		rn, _ := r.Group(Rename, g.Name)
+		ps[Restore] = append(ps[Restore], pair{rn + "/", g.Name + "/"}, pair{rn, g.Name})
+		ps[Rename] = append(ps[Rename], pair{g.Name + "/", rn + "/"})
 	}
 	for _, p := range r.MetadataPrefixes {
 		if !strings.HasPrefix(p.From, "*") {
-			restore = append(restore, pair{p.To + "/", p.From + "/"})
+			ps[Restore] = append(ps[Restore], pair{p.To + "/", p.From + "/"})
 		}
 	}
-	mk := func(ps []pair) *strings.Replacer {
+	for d, ps := range ps {
 		sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].from) > len(ps[j].from) })
 		var args []string
 		seen := map[string]bool{}
@@ -143,10 +107,8 @@ func (rw *Rewriter) buildMessageReplacers() {
 			seen[p.from] = true
 			args = append(args, p.from, p.to)
 		}
-		return strings.NewReplacer(args...)
+		rw.messages[d] = strings.NewReplacer(args...)
 	}
-	rw.restoreMsg = mk(restore)
-	rw.renameMsg = mk(rename)
 }
 
 func (w *walker) categories(_ *node, sb *sib) {
@@ -165,25 +127,16 @@ func (w *walker) categories(_ *node, sb *sib) {
 		return
 	}
 	r := w.rw.rules
-	var kr *rules.KindRule
-	if w.dir == Rename {
-		if kr = r.LookupKind(g, sb.kind); kr == nil {
-			kr = r.LookupResource(g, res)
-		}
-	} else {
-		if kr = r.LookupRenamedKind(g, sb.kind); kr == nil {
-			kr = r.LookupRenamedResource(g, res)
-		}
+	kr := r.LookupKind(w.dir, g, sb.kind)
+	if kr == nil {
+		kr = r.LookupResource(w.dir, g, res)
 	}
 	start := w.pos
 	w.skip()
 	if kr == nil {
 		return
 	}
-	cats := kr.Renamed.Categories
-	if w.dir == Restore {
-		cats = kr.Original.Categories
-	}
+	cats := kr.To(w.dir).Categories
 	buf := []byte{'['}
 	for i, c := range cats {
 		if i > 0 {

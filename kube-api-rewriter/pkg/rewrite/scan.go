@@ -17,6 +17,8 @@ type SyntaxError struct {
 	Msg    string
 }
 
+var _ error = (*SyntaxError)(nil)
+
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("rewrite: malformed JSON at offset %d: %s", e.Offset, e.Msg)
 }

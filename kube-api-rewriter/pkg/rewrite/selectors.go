@@ -84,7 +84,7 @@ func (rw *Rewriter) labelRequirement(d Direction, req string) (string, bool, err
 	var out strings.Builder
 	changed := false
 	out.WriteString(req[:ks])
-	nk, ok := rw.rewriteKey(d, key)
+	nk, ok := rw.rules.Key(d, key)
 	origKey := key
 	if ok {
 		changed = true
@@ -108,13 +108,7 @@ func (rw *Rewriter) labelRequirement(d Direction, req string) (string, bool, err
 		if tv == "" {
 			return v
 		}
-		var nv string
-		var ok bool
-		if d == Rename {
-			nv, ok = rw.rules.RenameLabelValue(origKey, tv)
-		} else {
-			nv, ok = rw.rules.RestoreLabelValue(origKey, tv)
-		}
+		nv, ok := rw.rules.LabelValue(d, origKey, tv)
 		if !ok {
 			return v
 		}
@@ -147,13 +141,6 @@ func (rw *Rewriter) labelRequirement(d Direction, req string) (string, bool, err
 		out.WriteString(rest[c:])
 	}
 	return out.String(), changed, nil
-}
-
-func (rw *Rewriter) rewriteKey(d Direction, k string) (string, bool) {
-	if d == Rename {
-		return rw.rules.RenameKey(k)
-	}
-	return rw.rules.RestoreKey(k)
 }
 
 // FieldSelector rewrites a field selector string. Known fields:
@@ -199,12 +186,12 @@ func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string
 		case strings.HasSuffix(k, ".apiVersion"):
 			g, ver := splitGV(t.val)
 			var ng string
-			if ng, ok = rw.group(d, g); ok {
+			if ng, ok = rw.rules.Group(d, g); ok {
 				nv = joinGV(ng, ver)
 			}
 		case strings.HasSuffix(k, ".kind"):
 			if g, has := groups[strings.TrimSuffix(k, ".kind")]; has {
-				nv, ok = rw.kind(d, g, t.val)
+				nv, ok = rw.rules.Kind(d, g, t.val)
 			}
 		}
 		if ok {

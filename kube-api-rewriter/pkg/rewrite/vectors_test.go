@@ -53,8 +53,8 @@ type vector struct {
 }
 
 func clusterTarget(t Target) Target {
-	if g, ok := rw.rules.RenameGroup(t.Group); ok {
-		k, _ := rw.rules.RenameKind(t.Group, t.Kind)
+	if g, ok := rw.rules.Group(Rename, t.Group); ok {
+		k, _ := rw.rules.Kind(Rename, t.Group, t.Kind)
 		return Target{Group: g, Kind: k}
 	}
 	return t

@@ -2,8 +2,9 @@ package rules
 
 import "strings"
 
-// Lookups. Every function returns ok=false (and its input) when the name is not
-// changed. The returned string may share memory with the input.
+// Lookups. Every mapping takes the Direction and a name in the view the direction reads, and
+// returns ok=false (and its input) when the name is not changed. The returned string may share
+// memory with the input.
 
 // OriginalGroups returns the original group names in rule order.
 func (r *Rules) OriginalGroups() []string { return append([]string(nil), r.ix().origGroups...) }
@@ -15,14 +16,14 @@ func (r *Rules) RenamedGroups() []string { return append([]string(nil), r.ix().r
 func (r *Rules) Kinds() []*KindRule { return append([]*KindRule(nil), r.ix().kinds...) }
 
 // IsOriginalGroup reports whether g is a listed original group (e.g. kubevirt.io).
-func (r *Rules) IsOriginalGroup(g string) bool { _, ok := r.ix().groups[g]; return ok }
+func (r *Rules) IsOriginalGroup(g string) bool { _, ok := r.ix().dir[Rename].groups[g]; return ok }
 
 // IsRenamedGroup reports whether g is a renamed group (e.g. internal.virtualization.deckhouse.io).
-func (r *Rules) IsRenamedGroup(g string) bool { _, ok := r.ix().renamedGroups[g]; return ok }
+func (r *Rules) IsRenamedGroup(g string) bool { _, ok := r.ix().dir[Restore].groups[g]; return ok }
 
 // HiddenGroup reports whether the original group g must be hidden from the component.
 func (r *Rules) HiddenGroup(g string) bool {
-	gx, ok := r.ix().groups[g]
+	gx, ok := r.ix().dir[Rename].groups[g]
 	return ok && gx.hide
 }
 
@@ -37,101 +38,70 @@ func (r *Rules) splitPreserved(s string) (int, string) {
 	return n, s
 }
 
-// RenameGroup maps an original group to its renamed group. A group carrying the
-// preserved prefix loses one prefix (see the package doc).
-func (r *Rules) RenameGroup(g string) (string, bool) {
-	ix := r.ix()
-	if gx, ok := ix.groups[g]; ok {
-		return gx.renamed, true
+// mayPreserve reports whether a name the tables do not map, and that starts with n preserved
+// prefixes, can still stand for an original name found in the cluster (see the package doc):
+// Restore prefixes every such name, Rename needs a prefix to strip.
+func mayPreserve(d Direction, n int) bool { return n > 0 || d == Restore }
+
+// preserve maps such a name: Rename strips one preserved prefix, Restore adds one.
+func (r *Rules) preserve(d Direction, s string) string {
+	if d == Rename {
+		return s[len(r.PreservedPrefix):]
 	}
-	if n, base := r.splitPreserved(g); n > 0 {
-		if _, ok := ix.groups[base]; ok {
-			return g[len(r.PreservedPrefix):], true
+	return r.PreservedPrefix + s
+}
+
+// Group maps an API group. Rename maps an original group to its renamed group, and a group
+// carrying the preserved prefix loses one prefix; Restore maps a renamed group to its original
+// group, and an original group found in the cluster gets the preserved prefix.
+func (r *Rules) Group(d Direction, g string) (string, bool) {
+	if g == "" {
+		return g, false // the core group, the most frequent of all
+	}
+	ix := r.ix()
+	if gx, ok := ix.dir[d].groups[g]; ok {
+		return gx.to, true
+	}
+	if n, base := r.splitPreserved(g); mayPreserve(d, n) {
+		if _, ok := ix.dir[Rename].groups[base]; ok {
+			return r.preserve(d, g), true
 		}
 	}
 	return g, false
 }
 
-// RestoreGroup maps a renamed group to its original group; an original group
-// found in the cluster gets the preserved prefix.
-func (r *Rules) RestoreGroup(g string) (string, bool) {
-	ix := r.ix()
-	if gx, ok := ix.renamedGroups[g]; ok {
-		return gx.orig, true
-	}
-	if _, base := r.splitPreserved(g); ix.groups[base] != nil {
-		return r.PreservedPrefix + g, true
-	}
-	return g, false
-}
-
-// RenameKind maps (original group, kind or list kind) to the renamed kind.
-func (r *Rules) RenameKind(group, kind string) (string, bool) {
-	gx, ok := r.ix().groups[group]
+// Kind maps (group, kind or list kind) to the kind in the other view.
+func (r *Rules) Kind(d Direction, group, kind string) (string, bool) {
+	gx, ok := r.ix().dir[d].groups[group]
 	if !ok {
 		return kind, false
 	}
 	if k, ok := gx.kinds[kind]; ok {
-		if k.isList {
-			return k.rule.Renamed.ListKind, true
-		}
-		return k.rule.Renamed.Kind, true
+		return k.to, true
 	}
 	return kind, false
 }
 
-// RestoreKind maps (renamed group, renamed kind or list kind) to the original kind.
-func (r *Rules) RestoreKind(group, kind string) (string, bool) {
-	gx, ok := r.ix().renamedGroups[group]
-	if !ok {
-		return kind, false
-	}
-	if k, ok := gx.renamedKinds[kind]; ok {
-		if k.isList {
-			return k.rule.Original.ListKind, true
-		}
-		return k.rule.Original.Kind, true
-	}
-	return kind, false
-}
-
-// LookupKind finds the rule of (original group, kind); list kinds match too.
-func (r *Rules) LookupKind(group, kind string) *KindRule {
-	if gx, ok := r.ix().groups[group]; ok {
+// LookupKind finds the rule of (group, kind or list kind).
+func (r *Rules) LookupKind(d Direction, group, kind string) *KindRule {
+	if gx, ok := r.ix().dir[d].groups[group]; ok {
 		return gx.kinds[kind].rule
 	}
 	return nil
 }
 
-// LookupRenamedKind finds the rule of (renamed group, renamed kind).
-func (r *Rules) LookupRenamedKind(group, kind string) *KindRule {
-	if gx, ok := r.ix().renamedGroups[group]; ok {
-		return gx.renamedKinds[kind].rule
+// LookupResource finds the rule of (group, plural or singular resource).
+func (r *Rules) LookupResource(d Direction, group, resource string) *KindRule {
+	if gx, ok := r.ix().dir[d].groups[group]; ok {
+		return gx.resources[resource].rule
 	}
 	return nil
 }
 
-// LookupResource finds the rule of (original group, plural or singular resource).
-func (r *Rules) LookupResource(group, resource string) *KindRule {
-	if gx, ok := r.ix().groups[group]; ok {
-		return gx.resources[resource]
-	}
-	return nil
-}
-
-// LookupRenamedResource finds the rule of (renamed group, renamed plural or singular).
-func (r *Rules) LookupRenamedResource(group, resource string) *KindRule {
-	if gx, ok := r.ix().renamedGroups[group]; ok {
-		return gx.renamedResources[resource]
-	}
-	return nil
-}
-
-// RenameResource maps (original group, resource) to the renamed resource. The
-// resource may be plural or singular and may carry a "/subresource" suffix
-// (RBAC style); the subresource is kept.
-func (r *Rules) RenameResource(group, resource string) (string, bool) {
-	gx, ok := r.ix().groups[group]
+// Resource maps (group, resource) to the resource in the other view. The resource may be plural
+// or singular and may carry a "/subresource" suffix (RBAC style); the subresource is kept.
+func (r *Rules) Resource(d Direction, group, resource string) (string, bool) {
+	gx, ok := r.ix().dir[d].groups[group]
 	if !ok {
 		return resource, false
 	}
@@ -139,42 +109,19 @@ func (r *Rules) RenameResource(group, resource string) (string, bool) {
 	if i := strings.IndexByte(resource, '/'); i >= 0 {
 		base, sub = resource[:i], resource[i:]
 	}
-	if _, ok := gx.resources[base]; ok {
-		return r.Renamed.ResourcePrefix + base + sub, true
-	}
-	return resource, false
-}
-
-// RestoreResource maps (renamed group, renamed resource[/sub]) to the original.
-func (r *Rules) RestoreResource(group, resource string) (string, bool) {
-	gx, ok := r.ix().renamedGroups[group]
-	if !ok {
-		return resource, false
-	}
-	base, sub := resource, ""
-	if i := strings.IndexByte(resource, '/'); i >= 0 {
-		base, sub = resource[:i], resource[i:]
-	}
-	if _, ok := gx.renamedResources[base]; ok {
-		return base[len(r.Renamed.ResourcePrefix):] + sub, true
-	}
-	return resource, false
-}
-
-// RenameShortName maps an original short name of group to the renamed one.
-func (r *Rules) RenameShortName(group, s string) (string, bool) {
-	if gx, ok := r.ix().groups[group]; ok {
-		if v, ok := gx.short[s]; ok {
-			return v, true
+	if res, ok := gx.resources[base]; ok {
+		if sub == "" {
+			return res.to, true
 		}
+		return res.to + sub, true
 	}
-	return s, false
+	return resource, false
 }
 
-// RestoreShortName maps a renamed short name of a renamed group back.
-func (r *Rules) RestoreShortName(group, s string) (string, bool) {
-	if gx, ok := r.ix().renamedGroups[group]; ok {
-		if v, ok := gx.renamedShort[s]; ok {
+// ShortName maps a short name of group to the short name in the other view.
+func (r *Rules) ShortName(d Direction, group, s string) (string, bool) {
+	if gx, ok := r.ix().dir[d].groups[group]; ok {
+		if v, ok := gx.short[s]; ok {
 			return v, true
 		}
 	}
@@ -190,12 +137,13 @@ func keyPrefix(k string) (string, string) {
 	return k, ""
 }
 
-func (ix *index) renameKeyPlain(k string) (string, bool) {
+// key maps a metadata key by its prefix rules alone.
+func (dx *dirIndex) key(k string) (string, bool) {
 	p, rest := keyPrefix(k)
-	if to, ok := ix.exactFrom[p]; ok {
+	if to, ok := dx.exactKeys[p]; ok {
 		return to + rest, true
 	}
-	for _, w := range ix.wildFrom {
+	for _, w := range dx.wildKeys {
 		if len(p) > len(w.from) && strings.HasSuffix(p, w.from) {
 			return p[:len(p)-len(w.from)] + w.to + rest, true
 		}
@@ -203,54 +151,28 @@ func (ix *index) renameKeyPlain(k string) (string, bool) {
 	return k, false
 }
 
-func (ix *index) restoreKeyPlain(k string) (string, bool) {
-	p, rest := keyPrefix(k)
-	if from, ok := ix.exactTo[p]; ok {
-		return from + rest, true
-	}
-	for _, w := range ix.wildTo {
-		if len(p) > len(w.to) && strings.HasSuffix(p, w.to) {
-			return p[:len(p)-len(w.to)] + w.from + rest, true
-		}
-	}
-	return k, false
-}
-
 // IsOriginalKey reports whether a label/annotation/finalizer key uses an original prefix.
 func (r *Rules) IsOriginalKey(k string) bool {
-	_, ok := r.ix().renameKeyPlain(k)
+	_, ok := r.ix().dir[Rename].key(k)
 	return ok
 }
 
-// RenameKey renames a label, annotation or finalizer key (component -> cluster).
-func (r *Rules) RenameKey(k string) (string, bool) {
-	ix := r.ix()
+// Key maps a label, annotation or finalizer key.
+func (r *Rules) Key(d Direction, k string) (string, bool) {
 	if len(k) == 0 {
 		return k, false
 	}
-	if n, base := r.splitPreserved(k); n > 0 {
-		if _, ok := ix.renameKeyPlain(base); ok {
-			return k[len(r.PreservedPrefix):], true
-		}
-		return k, false
-	}
-	return ix.renameKeyPlain(k)
-}
-
-// RestoreKey restores a label, annotation or finalizer key (cluster -> component).
-func (r *Rules) RestoreKey(k string) (string, bool) {
 	ix := r.ix()
-	if len(k) == 0 {
-		return k, false
-	}
 	n, base := r.splitPreserved(k)
 	if n == 0 {
-		if v, ok := ix.restoreKeyPlain(k); ok {
+		if v, ok := ix.dir[d].key(k); ok {
 			return v, true
 		}
 	}
-	if _, ok := ix.renameKeyPlain(base); ok {
-		return r.PreservedPrefix + k, true
+	if mayPreserve(d, n) {
+		if _, ok := ix.dir[Rename].key(base); ok {
+			return r.preserve(d, k), true
+		}
 	}
 	return k, false
 }
@@ -258,54 +180,31 @@ func (r *Rules) RestoreKey(k string) (string, bool) {
 // HasValueRules reports whether label values of the original key k are renamed.
 func (r *Rules) HasValueRules(k string) bool { return r.ix().valueKeys[k] }
 
-// RenameLabelValue renames the value v of the label whose original key is k.
-func (r *Rules) RenameLabelValue(k, v string) (string, bool) {
+// LabelValue maps the value v of the label whose original key is k. (Values of the rules never
+// start with the preserved prefix, Load makes sure.)
+func (r *Rules) LabelValue(d Direction, k, v string) (string, bool) {
 	ix := r.ix()
 	if !ix.valueKeys[k] {
 		return v, false
 	}
-	if n, base := r.splitPreserved(v); n > 0 {
-		if _, ok := ix.values[[2]string{k, base}]; ok {
-			return v[len(r.PreservedPrefix):], true
+	n, base := r.splitPreserved(v)
+	if n == 0 {
+		if to, ok := ix.dir[d].values[[2]string{k, v}]; ok {
+			return to, true
 		}
-		return v, false
 	}
-	if to, ok := ix.values[[2]string{k, v}]; ok {
-		return to, true
-	}
-	return v, false
-}
-
-// RestoreLabelValue restores the value v of the label whose original key is k.
-func (r *Rules) RestoreLabelValue(k, v string) (string, bool) {
-	ix := r.ix()
-	if !ix.valueKeys[k] {
-		return v, false
-	}
-	if from, ok := ix.valuesBack[[2]string{k, v}]; ok {
-		return from, true
-	}
-	_, base := r.splitPreserved(v)
-	if _, ok := ix.values[[2]string{k, base}]; ok {
-		return r.PreservedPrefix + v, true
+	if mayPreserve(d, n) {
+		if _, ok := ix.dir[Rename].values[[2]string{k, base}]; ok {
+			return r.preserve(d, v), true
+		}
 	}
 	return v, false
 }
 
-// RenameWebhookPath renames a webhook service path.
-func (r *Rules) RenameWebhookPath(p string) (string, bool) {
-	v, ok := r.ix().webhook[p]
-	if !ok {
-		return p, false
+// WebhookPath maps a webhook service path.
+func (r *Rules) WebhookPath(d Direction, p string) (string, bool) {
+	if v, ok := r.ix().dir[d].webhook[p]; ok {
+		return v, true
 	}
-	return v, true
-}
-
-// RestoreWebhookPath restores a webhook service path.
-func (r *Rules) RestoreWebhookPath(p string) (string, bool) {
-	v, ok := r.ix().webhookBack[p]
-	if !ok {
-		return p, false
-	}
-	return v, true
+	return p, false
 }

@@ -169,6 +169,8 @@ func Load(data []byte) (*Rules, error) {
 // ValidationError lists every problem found in a rule document.
 type ValidationError struct{ Problems []string }
 
+var _ error = (*ValidationError)(nil)
+
 func (e *ValidationError) Error() string {
 	return "rules: invalid: " + strings.Join(e.Problems, "; ")
 }
@@ -191,22 +193,24 @@ type KindRule struct {
 	Renamed  Names
 }
 
+// groupIdx holds the lookups of one group in one direction, by the names of the view the
+// direction reads.
 type groupIdx struct {
-	orig, renamed string
-	hide          bool
-	// by original/renamed kind or list kind -> rule; isList tells which
-	kinds        map[string]kindRef
-	renamedKinds map[string]kindRef
-	// by original/renamed plural or singular resource -> rule
-	resources        map[string]*KindRule
-	renamedResources map[string]*KindRule
-	short            map[string]string
-	renamedShort     map[string]string
+	to        string             // the group's name in the other view
+	hide      bool               // the original group is hidden from the component
+	kinds     map[string]kindRef // kind or list kind -> rule
+	resources map[string]resRef  // plural or singular resource -> rule
+	short     map[string]string  // short name -> short name
 }
 
 type kindRef struct {
-	rule   *KindRule
-	isList bool
+	rule *KindRule
+	to   string // the kind (or list kind) in the other view
+}
+
+type resRef struct {
+	rule *KindRule
+	to   string // the resource in the other view
 }
 
 type prefixIdx struct {
@@ -214,37 +218,43 @@ type prefixIdx struct {
 	wildcard bool
 }
 
+// dirIndex holds the lookups of one direction, by the names of the view the direction reads.
+type dirIndex struct {
+	groups    map[string]*groupIdx
+	exactKeys map[string]string    // metadata key prefix -> prefix
+	wildKeys  []prefixIdx          // from is read, to written; longest from first
+	values    map[[2]string]string // (original key, value) -> value
+	webhook   map[string]string
+}
+
 type index struct {
-	groups        map[string]*groupIdx // original group
-	renamedGroups map[string]*groupIdx // renamed group
-	kinds         []*KindRule
-	exactFrom     map[string]string
-	exactTo       map[string]string
-	wildFrom      []prefixIdx // sorted by length of from, longest first
-	wildTo        []prefixIdx // sorted by length of to, longest first
-	values        map[[2]string]string
-	valuesBack    map[[2]string]string
-	valueKeys     map[string]bool
-	webhook       map[string]string
-	webhookBack   map[string]string
-	origGroups    []string
-	renamedList   []string
+	dir         [2]dirIndex // by Direction
+	kinds       []*KindRule
+	valueKeys   map[string]bool
+	origGroups  []string
+	renamedList []string
+}
+
+func newDirIndex() dirIndex {
+	return dirIndex{
+		groups:    map[string]*groupIdx{},
+		exactKeys: map[string]string{},
+		values:    map[[2]string]string{},
+		webhook:   map[string]string{},
+	}
+}
+
+func newGroupIdx(to string, hide bool) *groupIdx {
+	return &groupIdx{to: to, hide: hide, kinds: map[string]kindRef{},
+		resources: map[string]resRef{}, short: map[string]string{}}
 }
 
 func (r *Rules) build() error {
 	var p []string
 	bad := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
-	ix := &index{
-		groups:        map[string]*groupIdx{},
-		renamedGroups: map[string]*groupIdx{},
-		exactFrom:     map[string]string{},
-		exactTo:       map[string]string{},
-		values:        map[[2]string]string{},
-		valuesBack:    map[[2]string]string{},
-		valueKeys:     map[string]bool{},
-		webhook:       map[string]string{},
-		webhookBack:   map[string]string{},
-	}
+	ix := &index{dir: [2]dirIndex{newDirIndex(), newDirIndex()}, valueKeys: map[string]bool{}}
+	// fwd reads original names, back renamed ones.
+	fwd, back := &ix.dir[Rename], &ix.dir[Restore]
 	rn := r.Renamed
 	if rn.KindPrefix == "" {
 		bad("renamed.kindPrefix: must not be empty")
@@ -293,20 +303,18 @@ func (r *Rules) build() error {
 		if ren == g.Name {
 			bad("%s.renamed: %q equals the original name", f, ren)
 		}
-		if _, dup := ix.groups[g.Name]; dup {
+		if _, dup := fwd.groups[g.Name]; dup {
 			bad("%s.name: duplicate group %q", f, g.Name)
 			continue
 		}
-		if _, dup := ix.renamedGroups[ren]; dup {
+		if _, dup := back.groups[ren]; dup {
 			bad("%s.renamed: %q collides with the renamed name of another group", f, ren)
 			continue
 		}
-		gx := &groupIdx{orig: g.Name, renamed: ren, hide: g.Hide == nil || *g.Hide,
-			kinds: map[string]kindRef{}, renamedKinds: map[string]kindRef{},
-			resources: map[string]*KindRule{}, renamedResources: map[string]*KindRule{},
-			short: map[string]string{}, renamedShort: map[string]string{}}
-		ix.groups[g.Name] = gx
-		ix.renamedGroups[ren] = gx
+		hide := g.Hide == nil || *g.Hide
+		gx, gb := newGroupIdx(ren, hide), newGroupIdx(g.Name, hide)
+		fwd.groups[g.Name] = gx
+		back.groups[ren] = gb
 		ix.origGroups = append(ix.origGroups, g.Name)
 		ix.renamedList = append(ix.renamedList, ren)
 		if len(g.Kinds) == 0 {
@@ -352,28 +360,27 @@ func (r *Rules) build() error {
 			if len(k.ShortNames) > 0 && rn.ShortNamePrefix == "" {
 				bad("renamed.shortNamePrefix: must not be empty when kinds have short names (%s)", kf)
 			}
-			for _, n := range []struct {
-				name, v string
-				list    bool
-			}{{"kind", k.Kind, false}, {"listKind", k.ListKind, true}} {
+			for _, n := range []struct{ name, v, to string }{
+				{"kind", k.Kind, kr.Renamed.Kind}, {"listKind", k.ListKind, kr.Renamed.ListKind},
+			} {
 				if _, dup := gx.kinds[n.v]; dup {
 					bad("%s.%s: duplicate kind %q in group %s", kf, n.name, n.v, g.Name)
 					continue
 				}
-				gx.kinds[n.v] = kindRef{kr, n.list}
+				gx.kinds[n.v] = kindRef{kr, n.to}
 			}
-			gx.renamedKinds[kr.Renamed.Kind] = kindRef{kr, false}
-			gx.renamedKinds[kr.Renamed.ListKind] = kindRef{kr, true}
+			gb.kinds[kr.Renamed.Kind] = kindRef{kr, k.Kind}
+			gb.kinds[kr.Renamed.ListKind] = kindRef{kr, k.ListKind}
 			for _, n := range []string{k.Plural, k.Singular} {
 				if n == "" {
 					continue
 				}
-				if old, dup := gx.resources[n]; dup && !(old == kr && k.Plural == k.Singular) {
+				if old, dup := gx.resources[n]; dup && !(old.rule == kr && k.Plural == k.Singular) {
 					bad("%s: duplicate resource name %q in group %s", kf, n, g.Name)
 					continue
 				}
-				gx.resources[n] = kr
-				gx.renamedResources[rn.ResourcePrefix+n] = kr
+				gx.resources[n] = resRef{kr, rn.ResourcePrefix + n}
+				gb.resources[rn.ResourcePrefix+n] = resRef{kr, n}
 			}
 			for si, s := range k.ShortNames {
 				if s == "" {
@@ -385,14 +392,14 @@ func (r *Rules) build() error {
 					continue
 				}
 				gx.short[s] = rn.ShortNamePrefix + s
-				gx.renamedShort[rn.ShortNamePrefix+s] = s
+				gb.short[rn.ShortNamePrefix+s] = s
 			}
 			ix.kinds = append(ix.kinds, kr)
 		}
 	}
 	for gi, g := range r.Groups {
-		if gx, ok := ix.renamedGroups[g.Name]; ok {
-			bad("groups[%d](%s): the original group is also the renamed name of %s", gi, g.Name, gx.orig)
+		if gb, ok := back.groups[g.Name]; ok {
+			bad("groups[%d](%s): the original group is also the renamed name of %s", gi, g.Name, gb.to)
 		}
 	}
 
@@ -432,11 +439,11 @@ func (r *Rules) build() error {
 		}
 		all = append(all, x)
 		if wf {
-			ix.wildFrom = append(ix.wildFrom, x)
-			ix.wildTo = append(ix.wildTo, x)
+			fwd.wildKeys = append(fwd.wildKeys, x)
+			back.wildKeys = append(back.wildKeys, prefixIdx{from: x.to, to: x.from, wildcard: true})
 		} else {
-			ix.exactFrom[x.from] = x.to
-			ix.exactTo[x.to] = x.from
+			fwd.exactKeys[x.from] = x.to
+			back.exactKeys[x.to] = x.from
 		}
 	}
 	// An original prefix must never look like a renamed one and vice versa,
@@ -451,8 +458,10 @@ func (r *Rules) build() error {
 			bad("preservedPrefix: %q overlaps metadataPrefixes[%d]", r.PreservedPrefix, i)
 		}
 	}
-	sort.SliceStable(ix.wildFrom, func(i, j int) bool { return len(ix.wildFrom[i].from) > len(ix.wildFrom[j].from) })
-	sort.SliceStable(ix.wildTo, func(i, j int) bool { return len(ix.wildTo[i].to) > len(ix.wildTo[j].to) })
+	for d := range ix.dir {
+		w := ix.dir[d].wildKeys
+		sort.SliceStable(w, func(i, j int) bool { return len(w[i].from) > len(w[j].from) })
+	}
 
 	for i, v := range r.LabelValues {
 		f := fmt.Sprintf("labelValues[%d]", i)
@@ -467,22 +476,22 @@ func (r *Rules) build() error {
 		if strings.HasPrefix(v.From, r.PreservedPrefix) || strings.HasPrefix(v.To, r.PreservedPrefix) {
 			bad("%s: values must not start with preservedPrefix", f)
 		}
-		if _, dup := ix.values[[2]string{v.Key, v.From}]; dup {
+		if _, dup := fwd.values[[2]string{v.Key, v.From}]; dup {
 			bad("%s: duplicate rule for %s=%s", f, v.Key, v.From)
 			continue
 		}
-		if _, dup := ix.valuesBack[[2]string{v.Key, v.To}]; dup {
+		if _, dup := back.values[[2]string{v.Key, v.To}]; dup {
 			bad("%s.to: %s=%s collides with another rule", f, v.Key, v.To)
 			continue
 		}
-		if _, dup := ix.values[[2]string{v.Key, v.To}]; dup {
+		if _, dup := fwd.values[[2]string{v.Key, v.To}]; dup {
 			bad("%s.to: %s=%s is also an original value", f, v.Key, v.To)
 		}
-		if _, dup := ix.valuesBack[[2]string{v.Key, v.From}]; dup {
+		if _, dup := back.values[[2]string{v.Key, v.From}]; dup {
 			bad("%s.from: %s=%s is also a renamed value", f, v.Key, v.From)
 		}
-		ix.values[[2]string{v.Key, v.From}] = v.To
-		ix.valuesBack[[2]string{v.Key, v.To}] = v.From
+		fwd.values[[2]string{v.Key, v.From}] = v.To
+		back.values[[2]string{v.Key, v.To}] = v.From
 		ix.valueKeys[v.Key] = true
 	}
 	for i, w := range r.WebhookPaths {
@@ -491,16 +500,16 @@ func (r *Rules) build() error {
 			bad("%s: from and to must be different absolute paths (from=%q to=%q)", f, w.From, w.To)
 			continue
 		}
-		if _, dup := ix.webhook[w.From]; dup {
+		if _, dup := fwd.webhook[w.From]; dup {
 			bad("%s.from: duplicate path %q", f, w.From)
 			continue
 		}
-		if _, dup := ix.webhookBack[w.To]; dup {
+		if _, dup := back.webhook[w.To]; dup {
 			bad("%s.to: duplicate path %q", f, w.To)
 			continue
 		}
-		ix.webhook[w.From] = w.To
-		ix.webhookBack[w.To] = w.From
+		fwd.webhook[w.From] = w.To
+		back.webhook[w.To] = w.From
 	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}

@@ -93,6 +93,12 @@ func response(req *http.Request, code int, ct, body string) *http.Response {
 	}
 }
 
+// unknownLength makes r a response without a Content-Length, as watches and large lists come.
+func unknownLength(r *http.Response) *http.Response {
+	r.ContentLength = -1
+	return r
+}
+
 // lastWithEOF returns its last bytes together with io.EOF, as net/http does for a body of known
 // length.
 type lastWithEOF struct{ s string }

@@ -65,9 +65,7 @@ func TestMetrics(t *testing.T) {
 				if code == 0 {
 					code = http.StatusOK
 				}
-				r := response(req, code, "application/json", c(tc.respBody))
-				r.ContentLength = -1
-				return r
+				return unknownLength(response(req, code, "application/json", c(tc.respBody)))
 			}}
 			var next http.RoundTripper = up
 			if tc.upErr != nil {

@@ -56,6 +56,8 @@ type RoundTripper struct {
 	familySuffixes []string
 }
 
+var _ http.RoundTripper = (*RoundTripper)(nil)
+
 // New wraps next, which talks to the cluster with its own credentials.
 func New(next http.RoundTripper, o Options) *RoundTripper {
 	if o.Log == nil {
@@ -76,7 +78,7 @@ func New(next http.RoundTripper, o Options) *RoundTripper {
 // peers serve in the original view: restoring it would prefix its kubevirt.io names as
 // preserved originals.
 func (t *RoundTripper) unlistedFamilyGroup(g string) bool {
-	if _, renamed := t.o.Rewriter.Rules().RenameGroup(g); renamed {
+	if _, renamed := t.o.Rewriter.Rules().Group(rewrite.Rename, g); renamed {
 		return false
 	}
 	for _, s := range t.familySuffixes {
@@ -277,6 +279,8 @@ type documentBody struct {
 	closed    atomic.Bool
 }
 
+var _ io.ReadCloser = (*documentBody)(nil)
+
 func (b *documentBody) Read(p []byte) (int, error) {
 	if b.stream != nil {
 		return b.stream.Read(p)
@@ -412,6 +416,8 @@ type restoredBody struct {
 	closed   atomic.Bool
 }
 
+var _ io.ReadCloser = (*restoredBody)(nil)
+
 func (b *restoredBody) Close() error {
 	b.closed.Store(true)
 	b.PipeReader.Close()
@@ -476,6 +482,8 @@ type countingWriter struct {
 	w io.Writer
 	n int
 }
+
+var _ io.Writer = (*countingWriter)(nil)
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)

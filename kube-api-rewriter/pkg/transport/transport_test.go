@@ -267,11 +267,10 @@ func TestResponseRestore(t *testing.T) {
 				if ct == "" {
 					ct = "application/json"
 				}
-				r := response(req, code, ct, c(tc.upstream))
 				if tc.chunked {
-					r.ContentLength = -1
+					return unknownLength(response(req, code, ct, c(tc.upstream)))
 				}
-				return r
+				return response(req, code, ct, c(tc.upstream))
 			}}
 			rt, m := newEngine(up)
 			method := tc.method
@@ -406,9 +405,7 @@ func TestLargeResponseStreamed(t *testing.T) {
 	items := strings.Repeat(","+c(vmJSONC), inMemoryLimit/len(vmJSONC)+1)[1:]
 	want := strings.Repeat(","+vmJSON, inMemoryLimit/len(vmJSONC)+1)[1:]
 	up := &stub{respond: func(req *http.Request) *http.Response {
-		r := response(req, http.StatusOK, "application/json", `{"apiVersion":"`+IG+`/v1","kind":"InternalVirtualizationVirtualMachineList","metadata":{},"items":[`+items+`]}`)
-		r.ContentLength = -1
-		return r
+		return unknownLength(response(req, http.StatusOK, "application/json", `{"apiVersion":"`+IG+`/v1","kind":"InternalVirtualizationVirtualMachineList","metadata":{},"items":[`+items+`]}`))
 	}}
 	rt, m := newEngine(up)
 	resp, err := rt.RoundTrip(newRequest(t, "GET", vmPath, "", nil))
@@ -441,11 +438,10 @@ func TestEmptyResponses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &stub{respond: func(req *http.Request) *http.Response {
-				r := response(req, tc.code, "application/json", "")
 				if tc.chunked {
-					r.ContentLength = -1
+					return unknownLength(response(req, tc.code, "application/json", ""))
 				}
-				return r
+				return response(req, tc.code, "application/json", "")
 			}}
 			rt, m := newEngine(up)
 			resp, err := rt.RoundTrip(newRequest(t, tc.method, vmPath+"/vm", "", nil))
@@ -474,9 +470,7 @@ func TestMalformedResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &stub{respond: func(req *http.Request) *http.Response {
-				r := response(req, http.StatusOK, "application/json", c(tc.body))
-				r.ContentLength = -1
-				return r
+				return unknownLength(response(req, http.StatusOK, "application/json", c(tc.body)))
 			}}
 			rt, m := newEngine(up)
 			resp, err := rt.RoundTrip(newRequest(t, "GET", vmPath, "", nil))

@@ -48,6 +48,8 @@ type watchBody struct {
 
 var errBodyClosed = errors.New("kube-api-rewriter: read on a closed watch")
 
+var _ io.ReadCloser = (*watchBody)(nil)
+
 func (b *watchBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
