@@ -94,6 +94,7 @@ require (
 	github.com/d8virt/kube-api-rewriter v0.0.0
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/prometheus/client_golang v1.24.0
 	github.com/vishvananda/netlink v1.3.1
 	gopkg.in/evanphx/json-patch.v4 v4.13.0
