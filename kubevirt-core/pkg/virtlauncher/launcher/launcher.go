@@ -100,12 +100,6 @@ type Config struct {
 	VolumeMountDir string
 	// Emulation forces TCG; without it TCG is used only when /dev/kvm is missing.
 	Emulation bool
-	// MachineType overrides the VMI's machine type (see converter.ConverterContext).
-	MachineType string
-	// UserNetwork gives the guest's pod network interface a NIC on QEMU's user-mode network
-	// instead of the masquerade binding, which changes the launcher's network namespace: for a
-	// launcher that is not in a Pod's namespace (tests against a shared libvirtd).
-	UserNetwork bool
 	// ResolvConf is the Pod's resolver configuration the guest's DHCP lease passes on. Default
 	// /etc/resolv.conf.
 	ResolvConf string
@@ -372,12 +366,10 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 	}()
 	spec, err := converter.Domain(vmi, converter.ConverterContext{
 		Emulation:    emulation,
-		MachineType:  m.cfg.MachineType,
 		VolumePaths:  paths,
 		SerialSocket: ConsoleSocket(state),
 		SerialLog:    SerialLog(state),
 		VNCSocket:    VNCSocket(state),
-		UserNetwork:  m.cfg.UserNetwork,
 		TapNICs:      nics,
 	})
 	if err != nil {
