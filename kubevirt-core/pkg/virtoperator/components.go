@@ -55,7 +55,7 @@ func (in Install) ControllerObjects() []client.Object {
 }
 
 // HandlerObjects are virt-handler's: its account, RBAC, serving certificate and DaemonSet. With
-// CommonObjects (the sidecar's kubeconfig) they are all a node agent needs.
+// CommonObjects (the sidecar's kubeconfig) they are all a node needs to run virt-handler.
 func (in Install) HandlerObjects(c Certs) []client.Object {
 	out := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: in.meta(HandlerServiceAccount, "")},
@@ -314,8 +314,7 @@ func (in Install) deployment(name string, spec corev1.PodSpec, certsHash string)
 // and volumes.
 const kubeletPods = "/var/lib/kubelet/pods"
 
-// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar. The
-// local stack's node agents run exactly this DaemonSet.
+// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar.
 func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 	const certDir = "/etc/virt-handler/certs"
 	handler := corev1.Container{
