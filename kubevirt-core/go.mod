@@ -94,8 +94,10 @@ require (
 	github.com/d8virt/kube-api-rewriter v0.0.0
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/prometheus/client_golang v1.24.0
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
@@ -109,11 +111,9 @@ require (
 )
 
 require (
-	github.com/d8virt/devstack v0.0.0
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 )
 
 replace (
@@ -122,5 +122,3 @@ replace (
 	// googleapis/api and makes CEL's imports ambiguous; the current monolith no longer does.
 	google.golang.org/genproto => google.golang.org/genproto v0.0.0-20260526163538-3dc84a4a5aaa
 )
-
-replace github.com/d8virt/devstack => ../devstack

@@ -16,6 +16,7 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 )
 
 // Images of the core as the node agent runs them: it maps an image to the binary of the same
@@ -91,6 +92,10 @@ func handlerObjects(s *controlplane.Stack) ([]func(context.Context, kubernetes.I
 								"--metrics-bind-address=:" + strconv.Itoa(HandlerMetricsPort), "--health-probe-bind-address=127.0.0.1:8081",
 								"--heartbeat-interval=30s",
 								"--node-labeller-dir=" + launcherapi.NodeLabellerDir, "--node-labeller-interval=10s",
+								// The node agent starts containers from its shim, which runs in this
+								// machine's mount namespace (the nodes'); pid 1's may be out of reach
+								// in the sandbox the stack runs in.
+								"--host-mount-namespace=" + hotplug.ParentMountNamespace,
 							},
 							Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 								FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"},

@@ -52,6 +52,8 @@ type options struct {
 	// labellerDir holds the init container's node capabilities; empty leaves the labels alone.
 	labellerDir      string
 	labellerInterval time.Duration
+	// hostMountNS is the node's mount namespace, where hotplugged volumes are bind-mounted.
+	hostMountNS string
 }
 
 func main() {
@@ -68,6 +70,7 @@ func main() {
 	flag.StringVar(&o.clientCA, "client-ca-file", "", "CA of the client certificates virt-api presents")
 	flag.StringVar(&o.labellerDir, "node-labeller-dir", "", "directory where the init container (virt-launcher --node-labeller-dir) wrote the node's capabilities; empty disables the node labeller")
 	flag.DurationVar(&o.labellerInterval, "node-labeller-interval", 3*time.Minute, "how often the node's CPU and machine labels are made right again")
+	flag.StringVar(&o.hostMountNS, "host-mount-namespace", hotplug.DefaultHostMountNamespace, "the node's mount namespace, where hotplugged volumes are bind-mounted into the launcher Pods (nsenter): /proc/<pid>/ns/mnt of a process in it (the default, the node's init, needs the host's PID namespace), or \""+hotplug.ParentMountNamespace+"\" for the namespace of virt-handler's parent, for a container runtime that hides pid 1's namespace but starts its containers from the node's")
 	zo := zap.Options{}
 	zo.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -83,6 +86,14 @@ func run(o options) error {
 		return fmt.Errorf("--node-name (or NODE_NAME) is required")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "virt-handler", "node", o.nodeName)
+	mounter, err := hotplug.NewNodeMounter(o.hostMountNS)
+	if err != nil {
+		return fmt.Errorf("--host-mount-namespace: %w", err)
+	}
+	if err := mounter.Check(); err != nil {
+		// VMs without hotplugged volumes run regardless.
+		log.Warn("volume hotplug will fail: the node's mount namespace cannot be entered; see --host-mount-namespace", "err", err)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -124,7 +135,7 @@ func run(o options) error {
 	}
 	r := vmisync.NewReconciler(mgr.GetClient(), o.nodeName, o.podsDir, clock.RealClock{}, mgr.GetEventRecorder(vmisync.EventSource), log)
 	r.TargetVMIs = incoming
-	r.Hotplug = &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir}
+	r.Hotplug = &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir, Mounter: mounter}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -3,14 +3,13 @@
 // It is the compute container of the VMI's launcher Pod. It serves virt-handler's commands
 // (launcherapi) on a unix socket, starts the guest when virt-handler hands it the VMI (Sync) with
 // the Pod's network bound to it (masquerade, in the Pod's network namespace the launcher runs
-// in), runs its own virtlogd and libvirtd unless told to use another libvirtd, stops the guest
+// in), runs its own virtlogd and libvirtd (in the Pod's private mount namespace), stops the guest
 // gracefully on SIGTERM, and exits with 0 after a poweroff or a requested stop and non-zero after
 // a crash, writing the details to the termination log.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,17 +21,12 @@ import (
 	"syscall"
 	"time"
 
-	kubevirtv1 "kubevirt.io/api/core/v1"
-
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
 )
-
-// gracePadding mirrors the padding virt-controller adds to the guest's grace period when it builds
-// the launcher command (pkg/virtcontroller/vmi/pod.go): the launcher keeps that much for itself.
-const gracePadding = 15
 
 // finalStatusWait is how long the launcher lingers after the guest ended so that virt-handler can
 // read the final status (it tells a crash from a poweroff before the Pod's exit code is known).
@@ -45,15 +39,11 @@ func main() {
 type options struct {
 	name, namespace, uid string
 	grace                int64
-	vmiFile              string
 	socket               string
-	libvirtURI           string
 	stateDir             string
 	imageStore           string
 	volumeMountDir       string
 	termLog              string
-	machineType          string
-	userNetwork          bool
 	emulation            bool
 	startTimeout         time.Duration
 	verbose              bool
@@ -67,15 +57,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the VMI")
 	fs.StringVar(&o.uid, "uid", "", "UID of the VMI")
 	fs.Int64Var(&o.grace, "grace-period-seconds", 45, "the launcher's grace period: the guest's plus 15 s")
-	fs.StringVar(&o.vmiFile, "vmi-file", "", "JSON file with the VMI to run at once, instead of waiting for virt-handler's Sync (tests, debugging)")
 	fs.StringVar(&o.socket, "socket", filepath.Join(launcherapi.SocketsDir, launcherapi.SocketName), "unix socket for virt-handler's commands")
-	fs.StringVar(&o.libvirtURI, "libvirt-uri", "", "libvirtd to use; empty starts the launcher's own virtlogd and libvirtd (needs a private mount namespace for the libvirt directories)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the VMI's disks, ISO and sockets (default "+launcherapi.PrivateDir+"/<uid>)")
 	fs.StringVar(&o.imageStore, "image-store", "", "directory with containerDisk base images, <store>/<escaped image>/disk.qcow2")
 	fs.StringVar(&o.volumeMountDir, "volume-mount-dir", launcher.DefaultVolumeMountDir, "directory with PVC volumes as <volume>/disk.img")
 	fs.StringVar(&o.termLog, "termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
-	fs.StringVar(&o.machineType, "machine-type", "", "override the VMI's machine type")
-	fs.BoolVar(&o.userNetwork, "user-network", false, "give the guest's pod network interface a NIC on QEMU's user-mode network instead of the masquerade binding, and leave the launcher's network namespace alone (a launcher outside a Pod)")
 	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 4*time.Minute, "give up when no VMI arrived and started within this time")
 	fs.BoolVar(&o.verbose, "v", false, "debug logs")
@@ -131,23 +117,17 @@ func failed(err error) launcher.Result {
 
 // serve runs the launcher until the guest is gone and returns how it ended.
 func serve(o *options, log *slog.Logger) launcher.Result {
-	var vmi *kubevirtv1.VirtualMachineInstance
 	id := cmdserver.Identity{Name: o.name, Namespace: o.namespace, UID: o.uid}
-	if o.vmiFile != "" {
-		var err error
-		if vmi, err = loadVMI(o.vmiFile, id); err != nil {
-			return failed(err)
-		}
-		id = cmdserver.Identity{Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID)}
-	} else if o.name == "" || o.namespace == "" || o.uid == "" {
-		return failed(errors.New("--name, --namespace and --uid are required unless --vmi-file is given"))
+	if o.name == "" || o.namespace == "" || o.uid == "" {
+		return failed(errors.New("--name, --namespace and --uid are required"))
 	}
 	if o.stateDir == "" {
 		o.stateDir = filepath.Join(launcherapi.PrivateDir, id.UID)
 	}
 	guestGrace := o.grace
-	if guestGrace > gracePadding {
-		guestGrace -= gracePadding
+	// The launcher keeps the padding of its grace period for itself (launcherpod.GracePadding).
+	if guestGrace > launcherpod.GracePadding {
+		guestGrace -= launcherpod.GracePadding
 	}
 	grace := time.Duration(guestGrace) * time.Second
 
@@ -155,23 +135,17 @@ func serve(o *options, log *slog.Logger) launcher.Result {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
 
-	uri := o.libvirtURI
-	if uri == "" {
-		d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
-		if err != nil {
-			return failed(err)
-		}
-		defer d.Stop()
-		uri = libvirtd.URI
+	d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
+	if err != nil {
+		return failed(err)
 	}
+	defer d.Stop()
 	mgr, err := launcher.New(launcher.Config{
-		LibvirtURI:     uri,
+		LibvirtURI:     libvirtd.URI,
 		StateDir:       o.stateDir,
 		ImageStore:     o.imageStore,
 		VolumeMountDir: o.volumeMountDir,
 		Emulation:      o.emulation,
-		MachineType:    o.machineType,
-		UserNetwork:    o.userNetwork,
 		Logger:         log,
 	})
 	if err != nil {
@@ -196,13 +170,7 @@ func serve(o *options, log *slog.Logger) launcher.Result {
 		stopServer(gs, log)
 		os.Remove(o.socket)
 	}()
-	log.Info("serving commands", "socket", o.socket, "vmi", id.Namespace+"/"+id.Name, "uid", id.UID, "libvirt", uri)
-
-	if vmi != nil {
-		if err := mgr.Start(context.Background(), vmi); err != nil {
-			mgr.Abandon(failed(fmt.Errorf("start VMI: %w", err)))
-		}
-	}
+	log.Info("serving commands", "socket", o.socket, "vmi", id.Namespace+"/"+id.Name, "uid", id.UID, "libvirt", libvirtd.URI)
 
 	startTimer := time.NewTimer(o.startTimeout)
 	defer startTimer.Stop()
@@ -275,30 +243,4 @@ func stopServer(gs interface {
 		log.Warn("command server: calls still running after 5s; closing them")
 		gs.Stop()
 	}
-}
-
-// loadVMI reads the VMI and checks it is the one the Pod was created for.
-func loadVMI(path string, id cmdserver.Identity) (*kubevirtv1.VirtualMachineInstance, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read VMI: %w", err)
-	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := json.Unmarshal(b, vmi); err != nil {
-		return nil, fmt.Errorf("decode VMI %s: %w", path, err)
-	}
-	// The flags come from the Pod spec; a mismatch means the wrong VMI would run in this Pod.
-	for _, c := range []struct{ flag, want, got string }{
-		{"--name", id.Name, vmi.Name},
-		{"--namespace", id.Namespace, vmi.Namespace},
-		{"--uid", id.UID, string(vmi.UID)},
-	} {
-		if c.want != "" && c.want != c.got {
-			return nil, fmt.Errorf("%s %q does not match the VMI file's %q", c.flag, c.want, c.got)
-		}
-	}
-	if vmi.Name == "" || vmi.Namespace == "" {
-		return nil, fmt.Errorf("VMI %s has no name or namespace", path)
-	}
-	return vmi, nil
 }

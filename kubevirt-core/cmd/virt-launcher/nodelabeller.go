@@ -15,18 +15,14 @@ import (
 // daemon and configuration guests get, so the answers hold for them) tells what this node offers,
 // capsdump writes it for virt-handler, and the daemon goes.
 func dumpCapabilities(o *options, log *slog.Logger) error {
-	uri := o.libvirtURI
-	if uri == "" {
-		d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
-		if err != nil {
-			return err
-		}
-		defer d.Stop()
-		uri = libvirtd.URI
-	}
-	conn, err := libvirt.NewConnect(uri)
+	d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
 	if err != nil {
-		return fmt.Errorf("connect to libvirt %s: %w", uri, err)
+		return err
+	}
+	defer d.Stop()
+	conn, err := libvirt.NewConnect(libvirtd.URI)
+	if err != nil {
+		return fmt.Errorf("connect to libvirt %s: %w", libvirtd.URI, err)
 	}
 	defer conn.Close()
 	virtType := capsdump.VirtType(o.emulation, "/dev/kvm")

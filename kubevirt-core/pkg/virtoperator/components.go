@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 )
 
 // kindOf names the kind of a built object: the builders leave TypeMeta empty, as typed clients do.
@@ -333,6 +334,8 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			"--metrics-bind-address=" + metricsAddr,
 			"--health-probe-bind-address=:" + strconv.Itoa(probePort),
 			"--node-labeller-dir=" + launcherapi.NodeLabellerDir,
+			// Hotplugged volumes are bind-mounted in the node init's mount namespace (HostPID).
+			"--host-mount-namespace=" + hotplug.DefaultHostMountNamespace,
 		},
 		Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"},
@@ -373,8 +376,10 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: HandlerServiceAccount,
-		InitContainers:     []corev1.Container{labeller},
-		Containers:         []corev1.Container{handler, in.rewriter("")},
+		// As KubeVirt's: the node's processes, pid 1 among them, are the handler's to see.
+		HostPID:        true,
+		InitContainers: []corev1.Container{labeller},
+		Containers:     []corev1.Container{handler, in.rewriter("")},
 		Volumes: []corev1.Volume{
 			{Name: "kubelet-pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: kubeletPods, Type: ptr(corev1.HostPathDirectory),

@@ -237,7 +237,7 @@ func TestWorkloads(t *testing.T) {
 			args: []string{"--kubeconfig=/etc/virt-handler/kubeconfig/kubeconfig", "--pods-dir=/var/lib/kubelet/pods",
 				"--listen=:8186", "--tls-cert-file=/etc/virt-handler/certs/tls.crt", "--tls-key-file=/etc/virt-handler/certs/tls.key",
 				"--client-ca-file=/etc/virt-handler/certs/ca.crt", "--health-probe-bind-address=:8081",
-				"--node-labeller-dir=/var/lib/kubevirt-node-labeller"},
+				"--node-labeller-dir=/var/lib/kubevirt-node-labeller", "--host-mount-namespace=/proc/1/ns/mnt"},
 			rewriterArgs: []string{"--api-listen=127.0.0.1:23915"},
 			certSecrets:  []string{HandlerServerCertSecret},
 			env:          "NODE_NAME",
@@ -318,6 +318,9 @@ func TestWorkloads(t *testing.T) {
 	}
 
 	ds := get[*appsv1.DaemonSet](t, ix, "DaemonSet", "kv-ns", HandlerName)
+	if !ds.Spec.Template.Spec.HostPID {
+		t.Error("the handler does not see the node's processes: its --host-mount-namespace needs hostPID")
+	}
 	hp := ds.Spec.Template.Spec.Volumes[0]
 	if hp.HostPath == nil || hp.HostPath.Path != "/var/lib/kubelet/pods" {
 		t.Errorf("handler's first volume %+v is not the kubelet's pods directory", hp)

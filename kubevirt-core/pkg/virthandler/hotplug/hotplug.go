@@ -32,7 +32,7 @@ type Volumes struct {
 	Reader client.Reader
 	// PodsDir is the kubelet's pods directory as virt-handler sees it.
 	PodsDir string
-	// Mounter mounts on the node; nil means NodeMounter.
+	// Mounter mounts on the node; nil means NodeMounter in DefaultHostMountNamespace.
 	Mounter Mounter
 }
 

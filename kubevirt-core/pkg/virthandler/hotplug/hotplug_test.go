@@ -2,10 +2,12 @@ package hotplug
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -15,21 +17,24 @@ import (
 )
 
 func TestTranslate(t *testing.T) {
-	node := []mountInfo{
-		{dev: "8:1", root: "/", point: "/"},
-		{dev: "0:5", root: "/", point: "/tmp"},
-		{dev: "8:1", root: "/srv/agent/pods", point: "/srv/agent/pods"},
+	m := func(dev, root, point string) *mountinfo.Info {
+		i := &mountinfo.Info{Root: root, Mountpoint: point}
+		if _, err := fmt.Sscanf(dev, "%d:%d", &i.Major, &i.Minor); err != nil {
+			t.Fatal(err)
+		}
+		return i
 	}
+	node := []*mountinfo.Info{m("8:1", "/", "/"), m("0:5", "/", "/tmp"), m("8:1", "/srv/node/pods", "/srv/node/pods")}
 	for _, tc := range []struct {
 		name, path string
-		own        []mountInfo
+		own        []*mountinfo.Info
 		want       string
 	}{
-		{"same namespace", "/srv/agent/pods/u/x", node, "/srv/agent/pods/u/x"},
-		{"kubelet dir bound from the agent's root", "/var/lib/kubelet/pods/u/volumes/x",
-			[]mountInfo{{dev: "8:1", root: "/", point: "/"}, {dev: "8:1", root: "/srv/agent/pods", point: "/var/lib/kubelet/pods"}},
-			"/srv/agent/pods/u/volumes/x"},
-		{"tmpfs", "/data/pods/u", []mountInfo{{dev: "0:5", root: "/stack/pods", point: "/data/pods"}}, "/tmp/stack/pods/u"},
+		{"same namespace", "/srv/node/pods/u/x", node, "/srv/node/pods/u/x"},
+		{"kubelet dir bound from another directory of the node", "/var/lib/kubelet/pods/u/volumes/x",
+			[]*mountinfo.Info{m("8:1", "/", "/"), m("8:1", "/srv/node/pods", "/var/lib/kubelet/pods")},
+			"/srv/node/pods/u/volumes/x"},
+		{"tmpfs", "/data/pods/u", []*mountinfo.Info{m("0:5", "/stack/pods", "/data/pods")}, "/tmp/stack/pods/u"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := translate(tc.path, tc.own, node)
@@ -38,8 +43,48 @@ func TestTranslate(t *testing.T) {
 			}
 		})
 	}
-	if _, err := translate("/x", []mountInfo{{dev: "9:9", root: "/", point: "/"}}, node); err == nil {
+	if _, err := translate("/x", []*mountinfo.Info{m("9:9", "/", "/")}, node); err == nil {
 		t.Error("a device the node does not mount translated")
+	}
+}
+
+// TestNodeMounterNamespace: the namespace is a process's, named by its /proc path or as the
+// parent; anything else is refused up front.
+func TestNodeMounterNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		ns      string
+		want    int
+		wantErr bool
+	}{
+		{"", 1, false},
+		{DefaultHostMountNamespace, 1, false},
+		{"/proc/42/ns/mnt", 42, false},
+		{ParentMountNamespace, os.Getppid(), false},
+		{"/proc/self/ns/mnt", 0, true},
+		{"/proc/0/ns/mnt", 0, true},
+		{"/run/netns/x", 0, true},
+	} {
+		n, err := NewNodeMounter(tc.ns)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("NewNodeMounter(%q) = %v, want error %v", tc.ns, err, tc.wantErr)
+			continue
+		}
+		if err == nil {
+			if pid, _ := n.pid(); pid != tc.want {
+				t.Errorf("%q: pid %d, want %d", tc.ns, pid, tc.want)
+			}
+		}
+	}
+	// This process reads its own mounts the way it reads the node's.
+	self := NodeMounter{Namespace: fmt.Sprintf("/proc/%d/ns/mnt", os.Getpid())}
+	if err := self.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := self.Mounted("/"); err != nil || !ok {
+		t.Errorf("Mounted(/) = %v, %v", ok, err)
+	}
+	if p, err := self.NodePath("/proc/self"); err != nil || p != "/proc/self" {
+		t.Errorf("NodePath(/proc/self) = %q, %v", p, err)
 	}
 }
 

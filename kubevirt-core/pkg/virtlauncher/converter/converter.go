@@ -38,9 +38,6 @@ var firmwareUUIDNamespace = uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895
 type ConverterContext struct {
 	// Emulation selects TCG (type='qemu') instead of KVM, for nodes without /dev/kvm.
 	Emulation bool
-	// MachineType, when set, overrides the VMI's machine type: the tiny guest's kernel lacks the
-	// AHCI driver q35 cdroms need, and tests pick "pc".
-	MachineType string
 	// EmulatorPath is the QEMU binary; empty lets libvirt choose.
 	EmulatorPath string
 	// VolumePaths maps a volume name to the file the disk uses: the containerDisk overlay, the
@@ -52,9 +49,6 @@ type ConverterContext struct {
 	SerialLog string
 	// VNCSocket is the unix socket QEMU's VNC server listens on; empty means no graphics.
 	VNCSocket string
-	// UserNetwork adds one virtio NIC on QEMU's user-mode network instead of TapNICs: for a
-	// launcher outside a Pod's network namespace (tests against a shared libvirtd).
-	UserNetwork bool
 	// TapNICs are the VMI's interfaces the launcher bound to tap devices it prepared (the pod
 	// network's masquerade binding).
 	TapNICs []TapNIC
@@ -111,9 +105,6 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 	if spec.Machine != nil && spec.Machine.Type != "" {
 		machine = spec.Machine.Type
 	}
-	if c.MachineType != "" {
-		machine = c.MachineType
-	}
 	dom.OS = &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Type: "hvm", Arch: "x86_64", Machine: machine}}
 	if spec.Firmware != nil && spec.Firmware.Serial != "" {
 		dom.SysInfo = []libvirtxml.DomainSysInfo{{SMBIOS: &libvirtxml.DomainSysInfoSMBIOS{
@@ -156,27 +147,11 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 		heads, vram := uint(1), uint(16384)
 		dom.Devices.Videos = []libvirtxml.DomainVideo{{Model: libvirtxml.DomainVideoModel{Type: "vga", Heads: heads, VRam: vram}}}
 	}
-	if c.UserNetwork {
-		nic := libvirtxml.DomainInterface{
-			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
-			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-		}
-		// The NIC stands in for the pod network's interface, so it carries that interface's name
-		// (for the status) and MAC.
-		if iface := podInterface(vmi); iface != nil {
-			nic.Alias = &libvirtxml.DomainAlias{Name: AliasPrefix + iface.Name}
-			if iface.MacAddress != "" {
-				nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: iface.MacAddress}
-			}
-		}
-		dom.Devices.Interfaces = []libvirtxml.DomainInterface{nic}
-	} else {
-		nics, err := convertTapNICs(vmi, c.TapNICs)
-		if err != nil {
-			return nil, err
-		}
-		dom.Devices.Interfaces = nics
+	nics, err := convertTapNICs(vmi, c.TapNICs)
+	if err != nil {
+		return nil, err
 	}
+	dom.Devices.Interfaces = nics
 	// KubeVirt always offers the guest agent a channel; libvirt picks the socket path and reports
 	// whether an agent answers on it.
 	dom.Devices.Channels = []libvirtxml.DomainChannel{{
@@ -259,25 +234,6 @@ func DomainUUID(vmi *kubevirtv1.VirtualMachineInstance) string {
 }
 
 func enabled(b *bool) bool { return b == nil || *b }
-
-// podInterface is the VMI's interface on the pod network, else its first interface, else nil.
-func podInterface(vmi *kubevirtv1.VirtualMachineInstance) *kubevirtv1.Interface {
-	ifaces := vmi.Spec.Domain.Devices.Interfaces
-	for _, n := range vmi.Spec.Networks {
-		if n.Pod == nil {
-			continue
-		}
-		for i := range ifaces {
-			if ifaces[i].Name == n.Name {
-				return &ifaces[i]
-			}
-		}
-	}
-	if len(ifaces) > 0 {
-		return &ifaces[0]
-	}
-	return nil
-}
 
 // guestMemory is the memory the guest sees, in bytes: spec.domain.memory.guest, else the memory
 // request, else the limit, as KubeVirt's defaulting does.

@@ -81,13 +81,11 @@ func TestDomain(t *testing.T) {
 			notWant: []string{`host-model`, `<interface`, `<rng`},
 		},
 		{
-			name: "KVM, topology, machine override, firmware UUID, rng, user network",
+			name: "KVM, topology, machine type, firmware UUID, rng",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
 				c.Emulation = false
-				c.MachineType = "pc"
-				c.UserNetwork = true
 				v.Spec.Domain.CPU = &kubevirtv1.CPU{Sockets: 2, Cores: 2, Threads: 1}
-				v.Spec.Domain.Machine = &kubevirtv1.Machine{Type: "q35"}
+				v.Spec.Domain.Machine = &kubevirtv1.Machine{Type: "pc"}
 				v.Spec.Domain.Firmware = &kubevirtv1.Firmware{UUID: "5d307ca9-b3ef-428c-8861-06e72d69f223"}
 				v.Spec.Domain.Devices.Rng = &kubevirtv1.Rng{}
 			},
@@ -97,31 +95,10 @@ func TestDomain(t *testing.T) {
 				`<vcpu placement="static">4</vcpu>`,
 				`<cpu mode="host-model">`,
 				`machine="pc"`,
-				`<interface type="user">`,
 				`<rng model="virtio">`,
 			},
-			// Without VMI interfaces the NIC has no name to report.
-			notWant: []string{`<alias name="ua-default"`, `<mac `},
-		},
-		{
-			name: "user network stands in for the pod network interface",
-			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
-				c.UserNetwork = true
-				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{
-					{Name: "secondary", MacAddress: "02:00:00:00:00:02"},
-					{Name: "default", MacAddress: "02:00:00:00:00:01", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}},
-				}
-				v.Spec.Networks = []kubevirtv1.Network{
-					{Name: "secondary", NetworkSource: kubevirtv1.NetworkSource{Multus: &kubevirtv1.MultusNetwork{NetworkName: "other"}}},
-					{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}},
-				}
-			},
-			want: []string{
-				`<interface type="user">`,
-				`<mac address="02:00:00:00:00:01"></mac>`,
-				`<alias name="ua-default"></alias>`,
-			},
-			notWant: []string{`ua-secondary`},
+			// Without VMI interfaces there is no NIC.
+			notWant: []string{`<interface`, `<mac `},
 		},
 		{
 			name: "pod network on a prepared tap",
@@ -148,16 +125,6 @@ func TestDomain(t *testing.T) {
 			},
 			want:    []string{`<model type="e1000"></model>`, `<boot order="2"></boot>`},
 			notWant: []string{`<rom`},
-		},
-		{
-			name: "user network wins over taps",
-			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
-				v.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default"}}
-				c.UserNetwork = true
-				c.TapNICs = []TapNIC{{Name: "default", Tap: "tap0", MAC: "02:00:00:00:00:01"}}
-			},
-			want:    []string{`<interface type="user">`},
-			notWant: []string{`type="ethernet"`, `tap0`},
 		},
 		{
 			name: "memory from requests, named CPU model, no serial or VNC",

@@ -13,13 +13,8 @@ import (
 )
 
 // setupNetwork binds the VMI's pod network interface (masquerade) in the launcher's network
-// namespace and returns the NIC the converter attaches. With UserNetwork the launcher is not in
-// a Pod's namespace and must not touch it: the converter then gives the guest QEMU's user-mode
-// network instead.
+// namespace, the Pod's, and returns the NIC the converter attaches.
 func (m *Manager) setupNetwork(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, log *slog.Logger) ([]converter.TapNIC, error) {
-	if m.cfg.UserNetwork {
-		return nil, nil
-	}
 	nic, err := network.PodNIC(vmi)
 	if err != nil {
 		return nil, invalidVMI(err)

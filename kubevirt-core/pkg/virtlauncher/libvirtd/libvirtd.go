@@ -3,10 +3,10 @@
 // the daemons live and die with the Pod.
 //
 // The daemons use the fixed paths of a root libvirt (/etc/libvirt, /run/libvirt, /var/lib/libvirt,
-// /var/log/libvirt, /var/cache/libvirt). The node agent gives each container its own mount
-// namespace with private, writable copies of those, so several launchers never collide. Start
-// checks that no daemon already answers there: that would mean the launcher is not in a private
-// root and would take over (and rewrite the configuration of) somebody else's libvirt.
+// /var/log/libvirt, /var/cache/libvirt). The launcher's container has a mount namespace of its own
+// with private, writable copies of those, so several launchers never collide. Start checks that
+// no daemon already answers there: that would mean the launcher shares them with somebody else
+// and would take over (and rewrite the configuration of) that libvirt.
 package libvirtd
 
 import (
@@ -146,7 +146,7 @@ func checkNotRunning(runDir string) error {
 			continue
 		}
 		c.Close()
-		return fmt.Errorf("own libvirtd: a daemon already answers on %s: the launcher starts its own libvirtd only in a mount namespace with a private %s (as the node agent sets up); to use that daemon instead, pass --libvirt-uri", p, runDir)
+		return fmt.Errorf("own libvirtd: a daemon already answers on %s: the launcher starts its own libvirtd only in a mount namespace with a private %s (as a Pod's container has)", p, runDir)
 	}
 	return nil
 }

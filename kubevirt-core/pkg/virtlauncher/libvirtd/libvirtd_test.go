@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestCheckNotRunning: a live daemon on the sockets means the launcher is not in a private root;
+// TestCheckNotRunning: a live daemon on the sockets means the libvirt directories are not private;
 // files nobody listens on are leftovers it may replace.
 func TestCheckNotRunning(t *testing.T) {
 	tests := []struct {
@@ -36,8 +36,8 @@ func TestCheckNotRunning(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("checkNotRunning = %v, want error %v", err, tt.wantErr)
 			}
-			if err != nil && !strings.Contains(err.Error(), "--libvirt-uri") {
-				t.Errorf("error %q does not tell how to use the running daemon", err)
+			if err != nil && !strings.Contains(err.Error(), "mount namespace") {
+				t.Errorf("error %q does not tell what the launcher needs", err)
 			}
 		})
 	}

@@ -21,8 +21,6 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
-
-	"github.com/d8virt/devstack/localnet"
 )
 
 // childEnv makes the test binary act as a launcher that only sets up the binding: it runs Setup
@@ -233,7 +231,7 @@ func TestSetup(t *testing.T) {
 // veth) and a guest namespace, removed at the end of the test.
 type testNet struct {
 	suffix        string
-	pod, guest    localnet.Host
+	pod, guest    testHost
 	hostIP, podIP netip.Addr
 }
 
@@ -257,8 +255,8 @@ func newTestNet(t *testing.T, second byte) *testNet {
 	}
 	n.hostIP = netip.AddrFrom4([4]byte{10, second, x, 1})
 	n.podIP = netip.AddrFrom4([4]byte{10, second, x, 2})
-	n.pod = localnet.Host{Name: "pod", NetNS: "d8vt-pod-" + n.suffix, IP: n.podIP}
-	n.guest = localnet.Host{Name: "guest", NetNS: "d8vt-guest-" + n.suffix}
+	n.pod = testHost{Name: "pod", NetNS: "d8vt-pod-" + n.suffix, IP: n.podIP}
+	n.guest = testHost{Name: "guest", NetNS: "d8vt-guest-" + n.suffix}
 	hostEnd, podEnd := "d8vh"+n.suffix, "d8vp"+n.suffix
 
 	cleanup := func() {
@@ -313,7 +311,7 @@ type childProc struct {
 	exited chan struct{}
 }
 
-func startChild(ctx context.Context, t *testing.T, pod localnet.Host, cfg childConfig) *childProc {
+func startChild(ctx context.Context, t *testing.T, pod testHost, cfg childConfig) *childProc {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -387,7 +385,7 @@ func (c *childProc) stop(t *testing.T) {
 
 // dhcpExchange runs DISCOVER, OFFER, REQUEST, ACK from the guest namespace, as udhcpc does:
 // from 0.0.0.0:68 to the broadcast address, before the guest has any address.
-func dhcpExchange(t *testing.T, guest localnet.Host, mac string) *Message {
+func dhcpExchange(t *testing.T, guest testHost, mac string) *Message {
 	t.Helper()
 	hw, _ := net.ParseMAC(mac)
 	var conn net.PacketConn
@@ -454,7 +452,7 @@ func dhcpExchange(t *testing.T, guest localnet.Host, mac string) *Message {
 }
 
 // serveTCP answers every connection in ns with "<name> from <client address>".
-func serveTCP(t *testing.T, ns localnet.Host, addr, name string) {
+func serveTCP(t *testing.T, ns testHost, addr, name string) {
 	t.Helper()
 	ln, err := ns.Listen("tcp", addr)
 	if err != nil {
@@ -475,7 +473,7 @@ func serveTCP(t *testing.T, ns localnet.Host, addr, name string) {
 }
 
 // serveUDP echoes datagrams in ns.
-func serveUDP(t *testing.T, ns localnet.Host, addr string) {
+func serveUDP(t *testing.T, ns testHost, addr string) {
 	t.Helper()
 	var pc net.PacketConn
 	if err := ns.Do(func() error {
@@ -499,7 +497,7 @@ func serveUDP(t *testing.T, ns localnet.Host, addr string) {
 }
 
 // expectAnswer dials addr from ns (nil: the test's namespace) and checks the first line.
-func expectAnswer(t *testing.T, ns *localnet.Host, addr, want string) {
+func expectAnswer(t *testing.T, ns *testHost, addr, want string) {
 	t.Helper()
 	var line string
 	dial := func() error {
@@ -551,7 +549,7 @@ func expectUDPEcho(t *testing.T, addr string) {
 }
 
 // assertClean checks that the namespace holds nothing of the binding.
-func assertClean(t *testing.T, pod localnet.Host) {
+func assertClean(t *testing.T, pod testHost) {
 	t.Helper()
 	for _, link := range []string{BridgeName, TapName} {
 		if err := ip("-n", pod.NetNS, "link", "show", link); err == nil {

@@ -1,4 +1,4 @@
-package launcher_test
+package virtlauncher
 
 import (
 	"context"
@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"libvirt.org/go/libvirt"
 
@@ -25,26 +21,15 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 )
 
-const guestImage = "registry.local/d8v/tiny-guest:latest"
-
 // TestManager drives the Manager directly against a private libvirtd with the tiny guest: what the
 // commands do before the start, idempotent starts and pauses, the guest agent check, and a QEMU
 // terminated from outside, which libvirt reports like a guest poweroff but is a crash. The
-// virt-launcher binary's tests cover the protocol, the graceful stop, kill and soft reboot.
+// binary's tests (TestLauncher) cover the protocol, the graceful stop, kill and soft reboot.
 func TestManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	img, d := guesttest.Setup(ctx, t, "launcher-test")
-
-	// The image store as the node agent will lay it out; a symlink keeps the built image shared.
-	store := t.TempDir()
-	base := launcher.ImagePath(store, guestImage)
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(img.Disk, base); err != nil {
-		t.Fatal(err)
-	}
+	store := imageStore(t, img)
 	conn, err := libvirt.NewConnect(d.URI)
 	if err != nil {
 		t.Fatalf("connect %s: %v", d.URI, err)
@@ -58,9 +43,7 @@ func TestManager(t *testing.T) {
 			StateDir:   state,
 			ImageStore: store,
 			Emulation:  true,
-			// The tiny guest's kernel has no AHCI driver; "pc" is what it boots on here.
-			MachineType: "pc",
-			Logger:      slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -92,7 +75,7 @@ func TestManager(t *testing.T) {
 			t.Errorf("result %+v, want a requested stop", res)
 		}
 		// The VMI arriving late must not start a guest in a Pod on its way out.
-		if err := m.Start(ctx, testVMI("late")); err != nil || m.Started() {
+		if err := m.Start(ctx, managerVMI("late")); err != nil || m.Started() {
 			t.Errorf("Start after the stop: %v, started %v; want a no-op", err, m.Started())
 		}
 		if st := m.Status(); st.Defined || st.Result == nil {
@@ -102,7 +85,7 @@ func TestManager(t *testing.T) {
 
 	t.Run("QEMU terminated", func(t *testing.T) {
 		m, state := newManager(t)
-		vmi := testVMI("terminated")
+		vmi := managerVMI("terminated")
 		w := m.Watch()
 		defer w.Close()
 		if err := m.Start(ctx, vmi); err != nil {
@@ -173,6 +156,15 @@ func TestManager(t *testing.T) {
 	})
 }
 
+// managerVMI is testVMI without the pod network: the Manager runs in the test's own network
+// namespace here, which it must not rewire.
+func managerVMI(name string) *kubevirtv1.VirtualMachineInstance {
+	vmi := testVMI(name)
+	vmi.Spec.Domain.Devices.Interfaces = nil
+	vmi.Spec.Networks = nil
+	return vmi
+}
+
 // waitState waits for a status in state and returns it.
 func waitState(ctx context.Context, t *testing.T, w interface {
 	Next(context.Context) (launcherapi.DomainStatus, error)
@@ -190,45 +182,6 @@ func waitState(ctx context.Context, t *testing.T, w interface {
 		if st.State == state {
 			return st
 		}
-	}
-}
-
-func testVMI(name string) *kubevirtv1.VirtualMachineInstance {
-	mem := resource.MustParse("128Mi")
-	return &kubevirtv1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "launcher-test", UID: types.UID(fmt.Sprintf("uid-%s-%d", name, os.Getpid()))},
-		Spec: kubevirtv1.VirtualMachineInstanceSpec{
-			Domain: kubevirtv1.DomainSpec{
-				Memory: &kubevirtv1.Memory{Guest: &mem},
-				Devices: kubevirtv1.Devices{Disks: []kubevirtv1.Disk{
-					{Name: "containerdisk", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}},
-					{Name: "cloudinitdisk", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}},
-				}},
-			},
-			Volumes: []kubevirtv1.Volume{
-				{Name: "containerdisk", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: guestImage}}},
-				{Name: "cloudinitdisk", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{
-					UserData: "#cloud-config\nruncmd:\n- echo hello-from-launcher\n",
-				}}},
-			},
-		},
-	}
-}
-
-// assertGone checks that neither the domain nor its QEMU outlives the launcher.
-func assertGone(t *testing.T, conn *libvirt.Connect, name string, qemu int) {
-	t.Helper()
-	if dom, err := conn.LookupDomainByName(name); err == nil {
-		dom.Free()
-		t.Errorf("domain %s still exists", name)
-	} else if lerr := (libvirt.Error{}); !errors.As(err, &lerr) || lerr.Code != libvirt.ERR_NO_DOMAIN {
-		t.Errorf("look up domain %s: %v", name, err)
-	}
-	for i := 0; guesttest.ProcessExists(qemu); i++ {
-		if i > 50 {
-			t.Fatalf("QEMU (pid %d) still runs", qemu)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package virtlauncher
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,20 +28,12 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/network"
 )
 
-// TestPodNetwork runs virt-launcher as the node agent does, in a network namespace of its own
-// whose eth0 holds the pod IP (a veth to this host here) and in a mount namespace with private
-// libvirt directories, so that its own libvirtd opens the tap in the Pod's namespace. The tiny
-// guest gets its address from the launcher's DHCP server, serves on port 8080, which the host
-// reaches at the pod IP, and reaches the host itself, seen as the pod IP.
+// TestPodNetwork looks at the masquerade binding from outside the Pod: its eth0 holds the pod IP
+// (a veth to this host here), and the Pod's resolv.conf names this host. The tiny guest gets its
+// address from the launcher's DHCP server, serves on port 8080, which the host reaches at the pod
+// IP, and reaches the host itself, seen as the pod IP; the launcher's exit removes the binding.
 func TestPodNetwork(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network and mount namespaces, libvirtd and QEMU")
-	}
-	for _, bin := range []string{"ip", "unshare", "mount"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found", bin)
-		}
-	}
+	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	img, err := guest.BuildImage(ctx)
@@ -95,30 +88,8 @@ echo from-guest | nc %[1]s %[2]d
 	if err := os.WriteFile(resolv, []byte(fmt.Sprintf("nameserver %s\nsearch virt-launcher-test.svc.cluster.local\n", hostIP)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	seed := t.TempDir()
-	if _, err := os.Stat("/etc/libvirt"); err == nil {
-		if out, err := exec.Command("cp", "-a", "/etc/libvirt/.", seed).CombinedOutput(); err != nil {
-			t.Fatalf("seed /etc/libvirt: %v: %s", err, out)
-		}
-	}
-	// As in TestOwnLibvirtd, plus the Pod's resolv.conf.
-	const script = `set -e
-for d in /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt; do
-	mkdir -p "$d"
-	mount -t tmpfs tmpfs "$d"
-done
-mkdir -p /etc/libvirt
-mount --bind "$D8V_TEST_SEED" /etc/libvirt
-mount --bind "$D8V_TEST_RESOLV" /etc/resolv.conf
-exec "$@"
-`
 	start := time.Now()
-	l := startLauncher(ctx, t, vmi, store, launchOpts{
-		wrap: []string{"ip", "netns", "exec", pod.NetNS, "unshare", "--mount", "--propagation", "slave", "--",
-			"/bin/sh", "-c", script, "sh"},
-		env:        []string{"D8V_TEST_SEED=" + seed, "D8V_TEST_RESOLV=" + resolv},
-		podNetwork: true,
-	})
+	l := startLauncher(ctx, t, vmi, store, launchOpts{netns: pod.NetNS, resolvConf: resolv})
 	w := l.watch(ctx, t)
 	st := l.sync(ctx, t, vmi)
 	if want := []launcherapi.Interface{{Name: "default", MAC: mac.String()}}; fmt.Sprint(st.Interfaces) != fmt.Sprint(want) {
@@ -219,12 +190,16 @@ func consoleHas(t *testing.T, con *guesttest.Console, timeout time.Duration, pat
 	}
 }
 
-// podNamespace makes a network namespace laid out like a Pod's on the local stack: eth0 with the
-// pod IP and a default route to this host, over a veth of its own on 10.215.<x>.0/30 (x from the
-// pid, so parallel test binaries differ; skipped while this host uses it). Both go at the end.
+// podCount tells the pod namespaces of one test binary apart.
+var podCount atomic.Int32
+
+// podNamespace makes a network namespace laid out like a Pod's on a node: eth0 with the pod IP
+// and a default route to this host, over a veth of its own on 10.215.<x>.0/30 (x from the pid,
+// so parallel test binaries differ; skipped while this host uses it). Both go at the end of the
+// test.
 func podNamespace(t *testing.T) (pod localnet.Host, hostIP, podIP netip.Addr) {
 	t.Helper()
-	suffix := fmt.Sprintf("%d", os.Getpid()%100000)
+	suffix := fmt.Sprintf("%d%c", os.Getpid()%10000, 'a'+podCount.Add(1)%26)
 	used := map[byte]bool{}
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
