@@ -33,7 +33,7 @@ func TestGet(t *testing.T) {
 	}
 
 	boom := errors.New("boom")
-	failing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+	failing := interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 			return boom
 		},

@@ -150,7 +150,12 @@ func deviceInUse(dev string) error {
 	// A bind of the device node shows up with the node's name below /dev as its root.
 	pids, _ := proc.List()
 	for _, pid := range pids {
-		mounts, err := mountinfo.PidMountInfo(pid)
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			continue
+		}
+		mounts, err := mountinfo.GetMountsFromReader(f, nil)
+		f.Close()
 		if err != nil {
 			continue
 		}
