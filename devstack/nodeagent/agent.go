@@ -2,7 +2,7 @@
 // a Node, keeps its Lease and runs every pod bound to it as host processes, on top of
 // virtual-kubelet's NodeController and PodController:
 //
-//   - each pod gets a network namespace with its own address on the local bridge (hack/pkg/localnet),
+//   - each pod gets a network namespace with its own address on the local bridge (devstack/localnet),
 //     shared by its containers, and a directory <root>/pods/<uid>/ laid out as kubelet lays it out
 //     (see Layout: emptyDir volumes live at volumes/kubernetes.io~empty-dir/<name>);
 //   - each container is a program from --bin-dir named after its image (or its command), run in

@@ -1,5 +1,5 @@
 // Command node-agent is the local stack's node: it registers a Node and runs the pods bound to it
-// as host processes, standing in for kubelet and a container runtime (see hack/pkg/nodeagent).
+// as host processes, standing in for kubelet and a container runtime (see devstack/nodeagent).
 //
 //	node-agent --kubeconfig <stack>/admin.kubeconfig --node-name n1 --bin-dir /work/main/bin
 //

@@ -1,5 +1,5 @@
 // Package libvirtconf is the configuration of the libvirtd, virtlogd and QEMU driver that the
-// launcher runs for itself, and that the development stack and the tests (hack/pkg/libvirtd) run
+// launcher runs for itself, and that the development stack and the tests (devstack/libvirtd) run
 // too, so that guests see the same QEMU set-up everywhere.
 //
 // Paths in the files are as the daemons see them: inside a private mount namespace, where
