@@ -1,6 +1,6 @@
 // Package libvirtconf is the configuration of the libvirtd, virtlogd and QEMU driver that the
-// launcher runs for itself, and that the development stack and the tests (devstack/libvirtd) run
-// too, so that guests see the same QEMU set-up everywhere.
+// launcher runs for itself. It is exported so that whatever else runs guests for this module can
+// give them the same QEMU set-up.
 //
 // Paths in the files are as the daemons see them: inside a private mount namespace, where
 // /etc/libvirt, /run/libvirt, /var/log/libvirt and friends belong to one daemon pair. The package
