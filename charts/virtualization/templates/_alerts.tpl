@@ -22,6 +22,8 @@ groups:
         for: 10m
         labels:
           severity: {{ $severity }}
+          # absent() of a comparison carries no labels of its own.
+          namespace: {{ $ns }}
         annotations:
           summary: "No virt-operator replica answers"
           description: {{ printf "No virt-operator in namespace %s has been scraped for 10 minutes: nothing installs or repairs virt-api, virt-controller and virt-handler." $ns | quote }}

@@ -52,8 +52,9 @@ func Files(root string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Helm installs crds/ verbatim: the copy is the source byte for byte.
-		out[filepath.Join(ChartCRDDir, filepath.Base(src))] = data
+		// The copy is the source behind a document separator: helm show crds concatenates the
+		// files as they are, and `helm show crds | kubectl apply -f -` must see one document each.
+		out[filepath.Join(ChartCRDDir, filepath.Base(src))] = append([]byte("---\n"), data...)
 	}
 	rulesYAML, err := OperatorRulesYAML()
 	if err != nil {
