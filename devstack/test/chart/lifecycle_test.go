@@ -53,6 +53,14 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("the KubeVirt resource: %v", err)
 	}
 
+	// Helm never updates CRDs: the documented upgrade applies them first.
+	crds, err := helm(t, "show", "crds", chartDir(t))
+	if err != nil {
+		t.Fatalf("helm show crds: %v\n%s", err, crds)
+	}
+	if out, err := testenv.KubectlInput(t, env.Kubeconfig, crds, "apply", "--server-side", "--force-conflicts", "-f", "-"); err != nil {
+		t.Fatalf("helm show crds | kubectl apply --server-side: %v\n%s", err, out)
+	}
 	run("upgrade", rel, chartDir(t))
 	again, err := deployments.Get(ctx, "virt-operator", metav1.GetOptions{})
 	if err != nil {
