@@ -51,7 +51,7 @@ An empty repository means <registry>/<name>, an empty tag the module's tag.
 {{/* The PriorityClass of the module's pods, or nothing. */}}
 {{- define "virtualization.priorityClassName" -}}
 {{- if .Values.priorityClass.create -}}
-{{- .Values.priorityClass.name | default (include "virtualization.clusterName" (dict "root" . "name" "virtualization")) -}}
+{{- .Values.priorityClass.name | default (include "virtualization.clusterName" (dict "root" . "name" "critical")) -}}
 {{- else -}}
 {{- .Values.priorityClass.name -}}
 {{- end -}}
