@@ -61,7 +61,7 @@ func TestServerSideDryRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("helm template: %v\n%s", err, manifest)
 			}
-			out, err := testenv.KubectlInput(t, env.Kubeconfig, manifest, "apply", "--dry-run=server", "-n", ns, "-f", "-")
+			out, err := testenv.KubectlInput(t, env.Kubeconfig, manifest, "apply", "--dry-run=server", "--validate=strict", "-n", ns, "-f", "-")
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
 			}
