@@ -17,33 +17,49 @@ import (
 	"github.com/d8virt/devstack/testenv"
 )
 
-// prometheusOperator is the release whose CRDs (ServiceMonitor, PrometheusRule) the dry run
-// validates the chart's monitoring objects against, from the Go module proxy.
-const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+// The releases whose CRDs the dry run validates the chart's custom resources against, fetched as
+// Go modules (the module proxy serves the repositories' files): prometheus-operator's
+// ServiceMonitor and PrometheusRule, cert-manager's Certificate and Issuer.
+const (
+	prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+	certManager        = "github.com/cert-manager/cert-manager@v1.21.2"
+)
 
-// installCRDs installs the chart's CRDs (what helm installs from crds/ before the templates) and
-// prometheus-operator's, so that the custom resources of the chart can be validated.
+// moduleDir downloads a module into the module cache and returns its directory.
+func moduleDir(t *testing.T, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", module, err)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download %s: %s %v", module, mod.Error, err)
+	}
+	return mod.Dir
+}
+
+// installCRDs installs the chart's CRDs (what helm installs from crds/ before the templates),
+// prometheus-operator's and cert-manager's, so that the chart's custom resources can be validated.
 func installCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	crds, _ := filepath.Glob(filepath.Join(chartDir(t), "crds", "*.yaml"))
 	if len(crds) == 0 {
 		t.Fatal("the chart has no CRDs")
 	}
-	out, err := exec.Command("go", "mod", "download", "-json", prometheusOperator).Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v", prometheusOperator, err)
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: %s %v", prometheusOperator, mod.Error, err)
-	}
-	for _, kind := range []string{"servicemonitors", "prometheusrules"} {
-		crds = append(crds, filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml"))
-	}
+	prom := filepath.Join(moduleDir(t, prometheusOperator), "example", "prometheus-operator-crd")
+	cm := filepath.Join(moduleDir(t, certManager), "deploy", "crds")
+	crds = append(crds,
+		filepath.Join(prom, "monitoring.coreos.com_servicemonitors.yaml"),
+		filepath.Join(prom, "monitoring.coreos.com_prometheusrules.yaml"),
+		filepath.Join(cm, "cert-manager.io_certificates.yaml"),
+		filepath.Join(cm, "cert-manager.io_issuers.yaml"),
+	)
 	env.InstallCRDFiles(t, crds...)
 }
 
-// The rendered chart, with default and with non-default values, is accepted by the apiserver:
+// The rendered chart, with default and with non-default values (cert-manager among them), is
+// accepted by the apiserver:
 // every object passes validation and admission (kubectl apply --dry-run=server) in a fresh
 // namespace, with the chart's own CRDs installed.
 func TestServerSideDryRun(t *testing.T) {
@@ -53,6 +69,9 @@ func TestServerSideDryRun(t *testing.T) {
 	for name, args := range map[string][]string{
 		"default": nil,
 		"custom":  {"-f", testdata(t, "values-custom.yaml")},
+		// cert-manager issues the serving certificate: the chart's own CA, or the platform's issuer.
+		"cert-manager":        {"--set", "certManager.enabled=true"},
+		"cert-manager-issuer": {"--set", "certManager.enabled=true,certManager.issuerRef.name=platform-ca"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			all := append([]string{"template", release, chartDir(t), "--namespace", ns}, args...)
