@@ -16,8 +16,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/devstack/test/chart/chartsrc"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
@@ -281,73 +283,9 @@ func TestMetricsPortsBehindKubeRBACProxy(t *testing.T) {
 	for render, objs := range renders(t) {
 		dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virt-operator"))
 		proxyImage := container(t, dep.Spec.Template.Spec, "kube-rbac-proxy").Image
+		isProxy := func(c corev1.Container) bool { return isKubeRBACProxy(c, proxyImage) }
 		for workload, spec := range podSpecs(t, objs) {
-			where := render + ": " + workload
-			// The loopback metrics listeners of the pod's other containers, by port.
-			listeners := map[string]string{}
-			for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
-				if isKubeRBACProxy(c, proxyImage) {
-					continue
-				}
-				for _, a := range c.Args {
-					name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-					if !ok || !strings.HasPrefix(a, "--") || !strings.Contains(name, "metrics") || value == "0" || value == "" {
-						continue
-					}
-					host, port, err := net.SplitHostPort(value)
-					if err != nil || !loopback(host) {
-						t.Errorf("%s: container %s serves metrics on %q (--%s), not on loopback", where, c.Name, value, name)
-						continue
-					}
-					listeners[port] = c.Name
-				}
-				for _, p := range c.Ports {
-					if strings.Contains(p.Name, "metrics") {
-						t.Errorf("%s: container %s exposes metrics port %s itself, not through kube-rbac-proxy", where, c.Name, p.Name)
-					}
-				}
-			}
-			fronted := map[string]bool{}
-			for _, c := range spec.Containers {
-				if !isKubeRBACProxy(c, proxyImage) {
-					continue
-				}
-				listen, _ := flagValue(c.Args, "secure-listen-address")
-				_, lport, err := net.SplitHostPort(listen)
-				if err != nil {
-					t.Errorf("%s: %s --secure-listen-address %q: %v", where, c.Name, listen, err)
-					continue
-				}
-				var metricsPorts []int32
-				for _, p := range c.Ports {
-					if strings.Contains(p.Name, "metrics") {
-						metricsPorts = append(metricsPorts, p.ContainerPort)
-					}
-				}
-				if len(metricsPorts) != 1 || strconv.Itoa(int(metricsPorts[0])) != lport {
-					t.Errorf("%s: %s listens on %s but declares metrics ports %v", where, c.Name, listen, metricsPorts)
-				}
-				for _, f := range []string{"tls-cert-file", "tls-private-key-file"} {
-					if v, _ := flagValue(c.Args, f); v == "" {
-						t.Errorf("%s: %s has no --%s: it would serve a self-signed certificate", where, c.Name, f)
-					}
-				}
-				up, _ := flagValue(c.Args, "upstream")
-				u, err := url.Parse(up)
-				if err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
-					t.Errorf("%s: %s --upstream %q is not a loopback HTTP listener", where, c.Name, up)
-					continue
-				}
-				if listeners[u.Port()] == "" {
-					t.Errorf("%s: %s forwards to %s, where no container of the pod serves metrics", where, c.Name, up)
-				}
-				fronted[u.Port()] = true
-			}
-			for port, c := range listeners {
-				if !fronted[port] {
-					t.Errorf("%s: the metrics of %s (127.0.0.1:%s) have no kube-rbac-proxy in front", where, c, port)
-				}
-			}
+			checkMetricsBehindProxy(t, render+": "+workload, spec, isProxy)
 		}
 		// The metrics Service reaches only the proxies.
 		svc := into[corev1.Service](t, find(t, objs, "Service", "virt-operator-metrics"))
@@ -363,6 +301,77 @@ func TestMetricsPortsBehindKubeRBACProxy(t *testing.T) {
 			if !found {
 				t.Errorf("%s: Service port %s targets %s, which is no kube-rbac-proxy port", render, p.Name, p.TargetPort.String())
 			}
+		}
+	}
+}
+
+// checkMetricsBehindProxy checks one pod: every metrics port is a proxy's, every other metrics
+// listener is on loopback, and each of those has a proxy in front.
+func checkMetricsBehindProxy(t *testing.T, where string, spec corev1.PodSpec, isProxy func(corev1.Container) bool) {
+	t.Helper()
+	// The loopback metrics listeners of the pod's other containers, by port.
+	listeners := map[string]string{}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		if isProxy(c) {
+			continue
+		}
+		for _, a := range c.Args {
+			name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !ok || !strings.HasPrefix(a, "--") || !strings.Contains(name, "metrics") || value == "0" || value == "" {
+				continue
+			}
+			host, port, err := net.SplitHostPort(value)
+			if err != nil || !loopback(host) {
+				t.Errorf("%s: container %s serves metrics on %q (--%s), not on loopback", where, c.Name, value, name)
+				continue
+			}
+			listeners[port] = c.Name
+		}
+		for _, p := range c.Ports {
+			if strings.Contains(p.Name, "metrics") {
+				t.Errorf("%s: container %s exposes metrics port %s itself, not through kube-rbac-proxy", where, c.Name, p.Name)
+			}
+		}
+	}
+	fronted := map[string]bool{}
+	for _, c := range spec.Containers {
+		if !isProxy(c) {
+			continue
+		}
+		listen, _ := flagValue(c.Args, "secure-listen-address")
+		_, lport, err := net.SplitHostPort(listen)
+		if err != nil {
+			t.Errorf("%s: %s --secure-listen-address %q: %v", where, c.Name, listen, err)
+			continue
+		}
+		var metricsPorts []int32
+		for _, p := range c.Ports {
+			if strings.Contains(p.Name, "metrics") {
+				metricsPorts = append(metricsPorts, p.ContainerPort)
+			}
+		}
+		if len(metricsPorts) != 1 || strconv.Itoa(int(metricsPorts[0])) != lport {
+			t.Errorf("%s: %s listens on %s but declares metrics ports %v", where, c.Name, listen, metricsPorts)
+		}
+		for _, f := range []string{"tls-cert-file", "tls-private-key-file"} {
+			if v, _ := flagValue(c.Args, f); v == "" {
+				t.Errorf("%s: %s has no --%s: it would serve a self-signed certificate", where, c.Name, f)
+			}
+		}
+		up, _ := flagValue(c.Args, "upstream")
+		u, err := url.Parse(up)
+		if err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
+			t.Errorf("%s: %s --upstream %q is not a loopback HTTP listener", where, c.Name, up)
+			continue
+		}
+		if listeners[u.Port()] == "" {
+			t.Errorf("%s: %s forwards to %s, where no container of the pod serves metrics", where, c.Name, up)
+		}
+		fronted[u.Port()] = true
+	}
+	for port, c := range listeners {
+		if !fronted[port] {
+			t.Errorf("%s: the metrics of %s (127.0.0.1:%s) have no kube-rbac-proxy in front", where, c, port)
 		}
 	}
 }
@@ -484,6 +493,60 @@ func TestChartCRDs(t *testing.T) {
 		for _, o := range decode(t, string(data)) {
 			if !names[o.GetName()] {
 				t.Errorf("helm show crds lacks %s", o.GetName())
+			}
+		}
+	}
+}
+
+// The components virt-operator installs keep the same rule: their metrics listen on loopback and
+// every metrics port is a kube-rbac-proxy's. It applies once virt-operator adds kube-rbac-proxy
+// containers (named kube-rbac-proxy*); until then it only checks that the listeners are on
+// loopback.
+func TestInstalledComponentsMetricsBehindKubeRBACProxy(t *testing.T) {
+	kv := &kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: namespace}}
+	objs := virtoperator.Objects(kv, virtoperator.DefaultConfig(), virtoperator.Certs{})
+	isProxy := func(c corev1.Container) bool { return strings.HasPrefix(c.Name, "kube-rbac-proxy") }
+	specs := map[string]corev1.PodSpec{}
+	proxies := 0
+	for _, o := range objs {
+		switch w := o.(type) {
+		case *appsv1.Deployment:
+			specs["Deployment/"+w.Name] = w.Spec.Template.Spec
+		case *appsv1.DaemonSet:
+			specs["DaemonSet/"+w.Name] = w.Spec.Template.Spec
+		}
+	}
+	for _, spec := range specs {
+		for _, c := range spec.Containers {
+			if isProxy(c) {
+				proxies++
+			}
+		}
+	}
+	for workload, spec := range specs {
+		if proxies == 0 {
+			// Only the loopback half of the rule for now.
+			checkLoopbackMetrics(t, workload, spec)
+			continue
+		}
+		checkMetricsBehindProxy(t, workload, spec, isProxy)
+	}
+	if proxies == 0 {
+		t.Log("virt-operator adds no kube-rbac-proxy yet: checked that the components' metrics listen on loopback only")
+	}
+}
+
+// checkLoopbackMetrics checks that no container of the pod serves metrics beyond its loopback.
+func checkLoopbackMetrics(t *testing.T, where string, spec corev1.PodSpec) {
+	t.Helper()
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, a := range c.Args {
+			name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !ok || !strings.HasPrefix(a, "--") || !strings.Contains(name, "metrics") || value == "0" || value == "" {
+				continue
+			}
+			if host, _, err := net.SplitHostPort(value); err != nil || !loopback(host) {
+				t.Errorf("%s: container %s serves metrics on %q (--%s), not on loopback", where, c.Name, value, name)
 			}
 		}
 	}
