@@ -43,4 +43,11 @@ trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The prometheus package is here for promtool: its server stays off, now and after a reboot.
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  update-rc.d prometheus disable >/dev/null 2>&1 || true
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+fi
 echo "[install-deps] done" >&2
