@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/d8virt/devstack/testenv"
@@ -18,7 +19,8 @@ var kubeVirtGVR = schema.GroupVersionResource{
 
 // helm install, upgrade and uninstall against the apiserver (no node runs the pods): the
 // KubeVirt resource maps on install (its CRD comes from crds/), an upgrade with the same values
-// changes no pod template and keeps the serving certificate, a changed log level rolls
+// changes no pod template and keeps the serving certificate, a value of the installed components
+// changes only the KubeVirt resource, a changed log level rolls
 // virt-operator, and uninstall leaves the KubeVirt resource (and so the installed components
 // and the virtual machines) while it removes the chart's own objects.
 func TestInstallUpgradeUninstall(t *testing.T) {
@@ -75,6 +77,19 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	}
 	if string(kept.Data["tls.crt"]) != string(secret.Data["tls.crt"]) {
 		t.Errorf("an upgrade issued a new serving certificate")
+	}
+
+	// Values of the installed components go to the KubeVirt resource only.
+	run("upgrade", rel, chartDir(t), "--reuse-values", "--set", "replicas.core=3,featureGates={HotplugVolumes}")
+	if d, err := deployments.Get(ctx, "virt-operator", metav1.GetOptions{}); err != nil || d.Generation != again.Generation {
+		t.Errorf("replicas.core and featureGates changed virt-operator's Deployment: %v", err)
+	}
+	kv, err := env.Dynamic.Resource(kubeVirtGVR).Namespace(ns).Get(ctx, "kubevirt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := unstructured.NestedInt64(kv.Object, "spec", "infra", "replicas"); r != 3 {
+		t.Errorf("KubeVirt spec.infra.replicas %d after the upgrade, want 3", r)
 	}
 
 	run("upgrade", rel, chartDir(t), "--reuse-values", "--set", "logLevel=debug")
