@@ -17,3 +17,4 @@ crds: ## Regenerate the kubevirt.io CRDs from kubevirt.io/api and their renamed 
 	for f in $(CRDS_ORIGINAL_DIR)/*.yaml; do \
 	  "$$tmp/kube-api-rewriter" rename-crds "$$f" > "$(CRDS_RENAMED_DIR)/$$(basename "$$f")"; \
 	done
+	$(MAKE) --no-print-directory chart-sync

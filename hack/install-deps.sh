@@ -4,7 +4,8 @@
 #
 # The set covers the local network (iproute2), the node side (libvirt with the sysv init variant,
 # since there is no systemd, QEMU for TCG guests, ISO tools for cloud-init) and the tiny guest
-# image (the Debian cloud kernel and a static busybox).
+# image (the Debian cloud kernel and a static busybox), and promtool (from the prometheus package)
+# for the chart's alert rules and their unit tests.
 set -euo pipefail
 
 packages=(
@@ -12,6 +13,7 @@ packages=(
   libvirt-daemon-system libvirt-daemon-system-sysv libvirt-dev pkg-config
   qemu-system-x86 qemu-utils xorriso genisoimage
   busybox-static cpio linux-image-cloud-amd64 syslinux syslinux-common mtools dosfstools
+  prometheus
 )
 
 missing=()
@@ -41,4 +43,11 @@ trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The prometheus package is here for promtool: its server stays off, now and after a reboot.
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  update-rc.d prometheus disable >/dev/null 2>&1 || true
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+fi
 echo "[install-deps] done" >&2
