@@ -72,7 +72,7 @@ type launchOpts struct {
 }
 
 // podSandbox returns the command prefix and environment that run a program as a Pod's container
-// runs: in netns, and in a mount namespace of its own with private libvirt directories (a
+// runs: in netns (empty: this process's), and in a mount namespace of its own with private libvirt directories (a
 // writable copy of this machine's /etc/libvirt) and resolv as /etc/resolv.conf when set.
 // Propagation "slave": the namespace's mounts stay in it, and /tmp (state, sockets) is shared.
 func podSandbox(t *testing.T, netns, resolv string) (wrap, env []string) {
@@ -93,8 +93,11 @@ mount --bind "$D8V_TEST_SEED" /etc/libvirt
 if [ -n "$D8V_TEST_RESOLV" ]; then mount --bind "$D8V_TEST_RESOLV" /etc/resolv.conf; fi
 exec "$@"
 `
-	return []string{"ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", script, "sh"},
-		[]string{"D8V_TEST_SEED=" + seed, "D8V_TEST_RESOLV=" + resolv}
+	wrap = []string{"unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", script, "sh"}
+	if netns != "" {
+		wrap = append([]string{"ip", "netns", "exec", netns}, wrap...)
+	}
+	return wrap, []string{"D8V_TEST_SEED=" + seed, "D8V_TEST_RESOLV=" + resolv}
 }
 
 // startLauncher starts virt-launcher for vmi in a Pod's sandbox and waits until it answers on

@@ -1,4 +1,4 @@
-package main
+package virtlauncher
 
 import (
 	"context"
@@ -16,16 +16,14 @@ import (
 // launcher's own libvirtd in a private mount namespace) and reads what it wrote back through the
 // files' contract, as virt-handler does.
 func TestNodeLabellerMode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mount namespace and libvirtd")
-	}
-	wrap, env := privateLibvirt(t)
+	needRoot(t)
+	wrap, env := podSandbox(t, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	argv := append(append(wrap, os.Args[0]), "--node-labeller-dir", dir, "--emulation")
+	argv := append(wrap, launcherBinary(t), "--node-labeller-dir", dir, "--emulation")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(append(os.Environ(), runAsLauncher+"=1"), env...)
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("virt-launcher --node-labeller-dir: %v\n%s", err, out)
 	}
