@@ -256,6 +256,20 @@ func podNamespace(t *testing.T) (pod localnet.Host, hostIP, podIP netip.Addr) {
 // answers (it starts late in the boot) and returns its first line.
 func dialAnswer(t *testing.T, ns *localnet.Host, addr string) string {
 	t.Helper()
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var line string
+		if line, err = firstLine(ns, addr, 10*time.Second); err == nil {
+			return line
+		}
+	}
+	t.Errorf("%s: %v", addr, err)
+	return ""
+}
+
+// firstLine connects to addr from ns (nil: the test's namespace) and returns the first line the
+// server sends, trimmed, waiting at most read for it.
+func firstLine(ns *localnet.Host, addr string, read time.Duration) (string, error) {
 	var line string
 	dial := func() error {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -263,21 +277,15 @@ func dialAnswer(t *testing.T, ns *localnet.Host, addr string) string {
 			return err
 		}
 		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(read))
 		line, err = bufio.NewReader(c).ReadString('\n')
 		return err
 	}
 	var err error
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if ns != nil {
-			err = ns.Do(dial)
-		} else {
-			err = dial()
-		}
-		if err == nil {
-			return strings.TrimSpace(line)
-		}
+	if ns != nil {
+		err = ns.Do(dial)
+	} else {
+		err = dial()
 	}
-	t.Errorf("%s: %v", addr, err)
-	return ""
+	return strings.TrimSpace(line), err
 }

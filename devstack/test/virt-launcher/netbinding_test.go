@@ -1,4 +1,4 @@
-package network
+package virtlauncher
 
 import (
 	"bufio"
@@ -21,27 +21,23 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/network"
 )
 
 // childEnv makes the test binary act as a launcher that only sets up the binding: it runs Setup
 // in its (the Pod's) namespace, prints "ready", and tears down when its stdin closes.
 const childEnv = "D8V_TEST_NETWORK_CHILD"
 
-func TestMain(m *testing.M) {
-	if cfg := os.Getenv(childEnv); cfg != "" {
-		os.Exit(child(cfg))
-	}
-	os.Exit(m.Run())
-}
-
 // childConfig is the part of Config the test chooses.
 type childConfig struct {
-	MAC        string `json:"mac"`
-	Ports      []Port `json:"ports"`
-	Hostname   string `json:"hostname"`
-	Subdomain  string `json:"subdomain"`
-	Namespace  string `json:"namespace"`
-	ResolvConf string `json:"resolvConf"`
+	MAC        string         `json:"mac"`
+	Ports      []network.Port `json:"ports"`
+	Hostname   string         `json:"hostname"`
+	Subdomain  string         `json:"subdomain"`
+	Namespace  string         `json:"namespace"`
+	ResolvConf string         `json:"resolvConf"`
 }
 
 func child(raw string) int {
@@ -56,8 +52,8 @@ func child(raw string) int {
 		log.Error("child config", "err", err)
 		return 1
 	}
-	p, err := Setup(context.Background(), Config{
-		NIC:        NIC{Name: "default", MAC: mac, Ports: c.Ports, Hostname: c.Hostname, Subdomain: c.Subdomain, Namespace: c.Namespace},
+	p, err := network.Setup(context.Background(), network.Config{
+		NIC:        network.NIC{Name: "default", MAC: mac, Ports: c.Ports, Hostname: c.Hostname, Subdomain: c.Subdomain, Namespace: c.Namespace},
 		ResolvConf: c.ResolvConf,
 		OnLease:    func() { fmt.Println("lease") },
 		Logger:     log,
@@ -76,13 +72,13 @@ func child(raw string) int {
 	return 0
 }
 
-// TestSetup runs the binding in a network namespace laid out like a Pod's (eth0 with the pod IP,
+// TestPodNetworkBinding runs network.Setup in a network namespace laid out like a Pod's (eth0 with the pod IP,
 // a veth to this host), with a second namespace standing in for the guest: a veth on the
 // launcher's bridge with the guest's MAC. It checks the DHCP exchange, the forwarding of the pod
 // IP's ports to the guest (all, then only declared ones), the guest's masqueraded outbound
 // connections, the Pod's own connections to its IP and to 127.0.0.1, that a launcher killed
 // without teardown is replaced, and that teardown leaves the namespace as it found it.
-func TestSetup(t *testing.T) {
+func TestPodNetworkBinding(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")
 	}
@@ -120,40 +116,40 @@ func TestSetup(t *testing.T) {
 	}
 
 	l := startChild(ctx, t, pod, cfg)
-	mustIP(t, "-n", pod.NetNS, "link", "set", bridgePort, "master", BridgeName, "up")
+	mustIP(t, "-n", pod.NetNS, "link", "set", bridgePort, "master", network.BridgeName, "up")
 
 	// Nothing of the binding may have leaked into the test's own namespace.
-	if _, err := net.InterfaceByName(BridgeName); err == nil {
-		t.Fatalf("%s exists in the test's namespace", BridgeName)
+	if _, err := net.InterfaceByName(network.BridgeName); err == nil {
+		t.Fatalf("%s exists in the test's namespace", network.BridgeName)
 	}
 
 	ack := dhcpExchange(t, guest, mac)
-	if got, want := ack.YIAddr, GuestPrefix.Addr(); got != want {
+	if got, want := ack.YIAddr, network.GuestPrefix.Addr(); got != want {
 		t.Errorf("leased %s, want %s", got, want)
 	}
 	for _, c := range []struct {
 		code byte
 		want []byte
 	}{
-		{OptSubnetMask, []byte{255, 255, 255, 0}},
-		{OptRouter, []byte{10, 0, 2, 1}},
+		{network.OptSubnetMask, []byte{255, 255, 255, 0}},
+		{network.OptRouter, []byte{10, 0, 2, 1}},
 		// The loopback resolver is of no use behind the NAT.
-		{OptDNS, n.hostIP.AsSlice()},
-		{OptHostname, []byte("vm1")},
-		{OptInterfaceMTU, []byte{0x05, 0xdc}},
+		{network.OptDNS, n.hostIP.AsSlice()},
+		{network.OptHostname, []byte("vm1")},
+		{network.OptInterfaceMTU, []byte{0x05, 0xdc}},
 	} {
 		if got := ack.Options[c.code]; !bytes.Equal(got, c.want) {
 			t.Errorf("option %d = %v, want %v", c.code, got, c.want)
 		}
 	}
-	if search, err := DecodeDomainList(ack.Options[OptDomainSearch]); err != nil || len(search) == 0 || search[0] != "sub.ns1.svc.cluster.local" {
+	if search, err := network.DecodeDomainList(ack.Options[network.OptDomainSearch]); err != nil || len(search) == 0 || search[0] != "sub.ns1.svc.cluster.local" {
 		t.Errorf("search list %q (%v), want the guest's own domain first", search, err)
 	}
 	l.waitLine(t, "lease")
 
 	// The guest takes its lease as udhcpc's script would.
-	mustIP(t, "-n", guest.NetNS, "addr", "add", GuestPrefix.String(), "dev", "eth0")
-	mustIP(t, "-n", guest.NetNS, "route", "add", "default", "via", GatewayPrefix.Addr().String())
+	mustIP(t, "-n", guest.NetNS, "addr", "add", network.GuestPrefix.String(), "dev", "eth0")
+	mustIP(t, "-n", guest.NetNS, "route", "add", "default", "via", network.GatewayPrefix.Addr().String())
 	serveTCP(t, guest, ":8080", "guest-8080")
 	serveTCP(t, guest, ":8081", "guest-8081")
 	serveUDP(t, guest, ":5353")
@@ -211,9 +207,9 @@ func TestSetup(t *testing.T) {
 
 	t.Run("declared ports only", func(t *testing.T) {
 		cfg := cfg
-		cfg.Ports = []Port{{TCP, 8080}}
+		cfg.Ports = []network.Port{{Protocol: network.TCP, Port: 8080}}
 		l := startChild(ctx, t, pod, cfg)
-		mustIP(t, "-n", pod.NetNS, "link", "set", bridgePort, "master", BridgeName, "up")
+		mustIP(t, "-n", pod.NetNS, "link", "set", bridgePort, "master", network.BridgeName, "up")
 		expectAnswer(t, nil, podAddr(8080), "guest-8080 from "+n.hostIP.String())
 		// Nothing in the Pod listens on 8081: refused by the Pod itself, the guest never sees it.
 		if c, err := net.DialTimeout("tcp", podAddr(8081), 3*time.Second); err == nil {
@@ -231,7 +227,7 @@ func TestSetup(t *testing.T) {
 // veth) and a guest namespace, removed at the end of the test.
 type testNet struct {
 	suffix        string
-	pod, guest    testHost
+	pod, guest    localnet.Host
 	hostIP, podIP netip.Addr
 }
 
@@ -255,8 +251,8 @@ func newTestNet(t *testing.T, second byte) *testNet {
 	}
 	n.hostIP = netip.AddrFrom4([4]byte{10, second, x, 1})
 	n.podIP = netip.AddrFrom4([4]byte{10, second, x, 2})
-	n.pod = testHost{Name: "pod", NetNS: "d8vt-pod-" + n.suffix, IP: n.podIP}
-	n.guest = testHost{Name: "guest", NetNS: "d8vt-guest-" + n.suffix}
+	n.pod = localnet.Host{Name: "pod", NetNS: "d8vt-pod-" + n.suffix, IP: n.podIP}
+	n.guest = localnet.Host{Name: "guest", NetNS: "d8vt-guest-" + n.suffix}
 	hostEnd, podEnd := "d8vh"+n.suffix, "d8vp"+n.suffix
 
 	cleanup := func() {
@@ -311,7 +307,7 @@ type childProc struct {
 	exited chan struct{}
 }
 
-func startChild(ctx context.Context, t *testing.T, pod testHost, cfg childConfig) *childProc {
+func startChild(ctx context.Context, t *testing.T, pod localnet.Host, cfg childConfig) *childProc {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -385,7 +381,7 @@ func (c *childProc) stop(t *testing.T) {
 
 // dhcpExchange runs DISCOVER, OFFER, REQUEST, ACK from the guest namespace, as udhcpc does:
 // from 0.0.0.0:68 to the broadcast address, before the guest has any address.
-func dhcpExchange(t *testing.T, guest testHost, mac string) *Message {
+func dhcpExchange(t *testing.T, guest localnet.Host, mac string) *network.Message {
 	t.Helper()
 	hw, _ := net.ParseMAC(mac)
 	var conn net.PacketConn
@@ -402,15 +398,15 @@ func dhcpExchange(t *testing.T, guest testHost, mac string) *Message {
 			return serr
 		}}
 		var err error
-		conn, err = lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", ClientPort))
+		conn, err = lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", network.ClientPort))
 		return err
 	}); err != nil {
 		t.Fatalf("DHCP client socket: %v", err)
 	}
 	defer conn.Close()
-	bcast := &net.UDPAddr{IP: net.IPv4bcast, Port: ServerPort}
+	bcast := &net.UDPAddr{IP: net.IPv4bcast, Port: network.ServerPort}
 
-	exchange := func(req *Message, want MessageType) *Message {
+	exchange := func(req *network.Message, want network.MessageType) *network.Message {
 		t.Helper()
 		b, err := req.Marshal()
 		if err != nil {
@@ -428,8 +424,8 @@ func dhcpExchange(t *testing.T, guest testHost, mac string) *Message {
 				if err != nil {
 					break
 				}
-				m, err := ParseMessage(buf[:n])
-				if err != nil || m.Op != OpReply || m.XID != req.XID {
+				m, err := network.ParseMessage(buf[:n])
+				if err != nil || m.Op != network.OpReply || m.XID != req.XID {
 					continue
 				}
 				if m.Type() != want {
@@ -441,18 +437,18 @@ func dhcpExchange(t *testing.T, guest testHost, mac string) *Message {
 		t.Fatalf("no %s to the %s", want, req.Type())
 		return nil
 	}
-	disc := &Message{Op: OpRequest, HType: 1, XID: 0xd8760001, Flags: Broadcast, CHAddr: hw,
-		Options: map[byte][]byte{OptMessageType: {byte(Discover)}}}
-	offer := exchange(disc, Offer)
-	req := &Message{Op: OpRequest, HType: 1, XID: 0xd8760002, Flags: Broadcast, CHAddr: hw,
-		Options: map[byte][]byte{OptMessageType: {byte(Request)}}}
-	req.SetAddrs(OptRequestedIP, offer.YIAddr)
-	req.Options[OptServerID] = offer.Options[OptServerID]
-	return exchange(req, Ack)
+	disc := &network.Message{Op: network.OpRequest, HType: 1, XID: 0xd8760001, Flags: network.Broadcast, CHAddr: hw,
+		Options: map[byte][]byte{network.OptMessageType: {byte(network.Discover)}}}
+	offer := exchange(disc, network.Offer)
+	req := &network.Message{Op: network.OpRequest, HType: 1, XID: 0xd8760002, Flags: network.Broadcast, CHAddr: hw,
+		Options: map[byte][]byte{network.OptMessageType: {byte(network.Request)}}}
+	req.SetAddrs(network.OptRequestedIP, offer.YIAddr)
+	req.Options[network.OptServerID] = offer.Options[network.OptServerID]
+	return exchange(req, network.Ack)
 }
 
 // serveTCP answers every connection in ns with "<name> from <client address>".
-func serveTCP(t *testing.T, ns testHost, addr, name string) {
+func serveTCP(t *testing.T, ns localnet.Host, addr, name string) {
 	t.Helper()
 	ln, err := ns.Listen("tcp", addr)
 	if err != nil {
@@ -473,7 +469,7 @@ func serveTCP(t *testing.T, ns testHost, addr, name string) {
 }
 
 // serveUDP echoes datagrams in ns.
-func serveUDP(t *testing.T, ns testHost, addr string) {
+func serveUDP(t *testing.T, ns localnet.Host, addr string) {
 	t.Helper()
 	var pc net.PacketConn
 	if err := ns.Do(func() error {
@@ -496,31 +492,15 @@ func serveUDP(t *testing.T, ns testHost, addr string) {
 	}()
 }
 
-// expectAnswer dials addr from ns (nil: the test's namespace) and checks the first line.
-func expectAnswer(t *testing.T, ns *testHost, addr, want string) {
+// expectAnswer dials addr from ns (nil: the test's namespace) once and checks the first line.
+func expectAnswer(t *testing.T, ns *localnet.Host, addr, want string) {
 	t.Helper()
-	var line string
-	dial := func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		line, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	}
-	var err error
-	if ns != nil {
-		err = ns.Do(dial)
-	} else {
-		err = dial()
-	}
+	got, err := firstLine(ns, addr, 5*time.Second)
 	if err != nil {
 		t.Errorf("%s: %v", addr, err)
 		return
 	}
-	if got := strings.TrimSpace(line); got != want {
+	if got != want {
 		t.Errorf("%s answered %q, want %q", addr, got, want)
 	}
 }
@@ -540,18 +520,18 @@ func expectUDPEcho(t *testing.T, addr string) {
 		_ = c.SetReadDeadline(time.Now().Add(time.Second))
 		if n, err := c.Read(buf); err == nil {
 			if got := string(buf[:n]); got != "echo ping" {
-				t.Errorf("UDP %s answered %q", addr, got)
+				t.Errorf("network.UDP %s answered %q", addr, got)
 			}
 			return
 		}
 	}
-	t.Errorf("no UDP answer from %s", addr)
+	t.Errorf("no network.UDP answer from %s", addr)
 }
 
 // assertClean checks that the namespace holds nothing of the binding.
-func assertClean(t *testing.T, pod testHost) {
+func assertClean(t *testing.T, pod localnet.Host) {
 	t.Helper()
-	for _, link := range []string{BridgeName, TapName} {
+	for _, link := range []string{network.BridgeName, network.TapName} {
 		if err := ip("-n", pod.NetNS, "link", "show", link); err == nil {
 			t.Errorf("%s left in the namespace", link)
 		}
