@@ -54,19 +54,18 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) down
 
 .PHONY: run
-run: build cluster-up ## Start the local stack: kubevirt-core behind its rewriters, a node, and the example VM running.
-	kc=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up 2>/dev/null); \
-	kubectl --kubeconfig "$$kc" apply --server-side -R -f crds/ >/dev/null; \
+run: build cluster-up ## Start the local stack with a node, install the module from charts/virtualization (helm), and run the example VM.
 	guest=$$(bash hack/guest/build.sh | tail -1); \
 	$(DEVCLUSTER) image-import tiny-guest "$$guest/disk.qcow2" >/dev/null; \
-	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) up -core >/dev/null; \
-	kv=$$(dirname "$$kc")/kubevirt.kubeconfig; \
+	kv=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module up | tail -1); \
+	kc=$$(dirname "$$kv")/admin.kubeconfig; \
 	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
 	echo "Waiting for the example VM to run (it boots under TCG)..."; \
 	kubectl --kubeconfig "$$kv" wait vm/demo --for=jsonpath='{.status.printableStatus}'=Running --timeout=5m; \
 	kubectl --kubeconfig "$$kv" get vm,vmi -o wide; \
-	echo; echo "The stack is up: virt-controller, virt-api and virt-handler each behind a kube-api-rewriter,"; \
-	echo "a local node (node agent) running the launcher Pod, and the guest under QEMU."; \
+	echo; echo "The stack is up: helm release virtualization (charts/virtualization) in namespace d8-virtualization,"; \
+	echo "virt-operator installed virt-api, virt-controller and virt-handler, each Pod under its own ServiceAccount"; \
+	echo "with a kube-api-rewriter sidecar, on the local node node1 (a node agent), which runs the guest under QEMU."; \
 	echo "KubeVirt's names, through a rewriter:"; \
 	echo "  export KUBECONFIG=$$kv"; \
 	echo "  kubectl get vm,vmi,pods -o wide"; \
@@ -74,6 +73,7 @@ run: build cluster-up ## Start the local stack: kubevirt-core behind its rewrite
 	echo "  echo '{}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/demo/stop -f -"; \
 	echo "What the cluster really holds:"; \
 	echo "  kubectl --kubeconfig $$kc get intvirt,pods -A"; \
+	echo "  helm --kubeconfig $$kc -n d8-virtualization status virtualization"; \
 	echo "  make cluster-down   # to stop it all"
 
 .PHONY: console

@@ -9,6 +9,12 @@
 //	                                 idempotent; prints the node name
 //	devcluster [flags] node down NODE  stop the agent, remove its pods and the Node
 //	devcluster [flags] node list     show the nodes with their agents' state
+//	devcluster [flags] module up [-nodes node1,...] [-repo DIR] [-set k=v]...
+//	                                 start the stack with its nodes and install the module:
+//	                                 helm upgrade --install of charts/virtualization with
+//	                                 devstack/chart-values/local.yaml, then wait until it is
+//	                                 ready; prints the kubeconfig that speaks kubevirt.io last
+//	devcluster [flags] module down   turn the module off (delete the KubeVirt, helm uninstall)
 //	devcluster image-import [-store DIR] IMAGE DISK
 //	                                 copy a qcow2 into the containerDisk image store
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
@@ -47,7 +53,7 @@ func run() error {
 	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries, for -core (env D8V_BIN_DIR)")
 	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|node up|down|list [NODE]|image-import IMAGE DISK|host add|del|list [NAME]|net-down")
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|node up|down|list [NODE]|module up|down|image-import IMAGE DISK|host add|del|list [NAME]|net-down")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -71,7 +77,9 @@ func run() error {
 	// A stack that once ran the core keeps a marker, so that down and status see the core too.
 	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
 	// The marker lists the core's nodes, comma-separated.
+	coreOn := false
 	withCore := func(nodes []string) error {
+		coreOn = true
 		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10, Nodes: nodes})
 		if err != nil {
 			return err
@@ -87,6 +95,9 @@ func run() error {
 	}
 	switch b, err := os.ReadFile(coreMarker); {
 	case *runCore:
+		if _, err := os.Stat(filepath.Join(cfg.StateDir, moduleMarker)); err == nil {
+			return errors.New("this stack runs the module from the chart (module up); -core would fight it: `devcluster down -purge` it first")
+		}
 		// -core says which nodes to run; a marker left by an earlier up (other nodes, or an older
 		// devcluster that ran none) gives way to it.
 		nodes := splitList(*coreNodes)
@@ -104,6 +115,14 @@ func run() error {
 			return err
 		}
 	}
+	switch ms, ok, err := readModuleMarker(s); {
+	case err != nil:
+		return err
+	case ok:
+		if err := withModule(s, ms, *portBase); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
@@ -112,7 +131,6 @@ func run() error {
 		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
 			return err
 		}
-		coreOn := len(s.Config().Components) > 0
 		if err := withNodes(s); err != nil {
 			return err
 		}
@@ -128,7 +146,6 @@ func run() error {
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
 		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
 		_ = fs.Parse(args[1:])
-		coreOn := len(s.Config().Components) > 0
 		if err := withNodes(s); err != nil {
 			return err
 		}
@@ -164,6 +181,8 @@ func run() error {
 		}
 	case "node":
 		return nodeCommand(ctx, s, *binDir, args[1:])
+	case "module":
+		return moduleCommand(ctx, s, *binDir, *portBase, args[1:])
 	case "image-import":
 		return imageImport(args[1:])
 	case "host":

@@ -160,6 +160,27 @@ func nodeCommand(ctx context.Context, s *controlplane.Stack, binDir string, args
 }
 
 func nodeUp(ctx context.Context, s *controlplane.Stack, binDir, name string, flags []string) error {
+	if err := markNode(s, binDir, name, flags); err != nil {
+		return err
+	}
+	if err := withNodes(s); err != nil {
+		return err
+	}
+	if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
+		return err
+	}
+	if err := s.Up(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "node %s is Ready; agent log in %s/logs/%s.log, pods under %s/pods\n",
+		name, s.Config().StateDir, nodeDaemon(name), nodeRoot(s, name))
+	fmt.Println(name)
+	return nil
+}
+
+// markNode writes the marker of a node that has none, from the flags of `node up`; a node that
+// exists keeps what it was started with.
+func markNode(s *controlplane.Stack, binDir, name string, flags []string) error {
 	fs := flag.NewFlagSet("node up", flag.ExitOnError)
 	labels := fs.String("labels", "", "extra node labels, k=v,...")
 	cpu := fs.String("cpu", "", "CPU capacity (default: the host's cores)")
@@ -199,18 +220,6 @@ func nodeUp(ctx context.Context, s *controlplane.Stack, binDir, name string, fla
 			return err
 		}
 	}
-	if err := withNodes(s); err != nil {
-		return err
-	}
-	if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
-		return err
-	}
-	if err := s.Up(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "node %s is Ready; agent log in %s/logs/%s.log, pods under %s/pods\n",
-		name, s.Config().StateDir, nodeDaemon(name), nodeRoot(s, name))
-	fmt.Println(name)
 	return nil
 }
 
