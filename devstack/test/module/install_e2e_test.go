@@ -1,0 +1,309 @@
+// Package module installs the virtualization module from charts/virtualization with helm on a
+// fresh local stack of its own, as `make run` does, and checks what a platform would: every
+// component's pods Ready, each under its own ServiceAccount's token, a VM from examples/vm.yaml
+// booting with an answering console, and helm uninstall leaving the VM alone until a reinstall
+// picks it up again.
+package module
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/coretest"
+	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/module"
+	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/testenv"
+	"github.com/d8virt/kubevirt-core/pkg/console"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m)
+}
+
+const nodeName = "module-e2e"
+
+// serviceAccounts are the accounts each component's pods must run as: the chart's for
+// virt-operator, virt-operator's for the rest.
+var serviceAccounts = map[string]string{
+	"virt-operator":   "virt-operator",
+	"virt-api":        "kubevirt-apiserver",
+	"virt-controller": "kubevirt-controller",
+	"virt-handler":    "kubevirt-handler",
+}
+
+type stack struct {
+	s        *controlplane.Stack
+	opts     module.Options
+	kube     kubernetes.Interface
+	kubevirt string // kubeconfig through the users' rewriter
+}
+
+// start builds the binaries the images stand for and starts a private stack with one node and
+// the users' rewriter; everything stops and is removed when the test ends.
+func start(t *testing.T, ctx context.Context) *stack {
+	t.Helper()
+	env := testenv.Get(t)
+	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
+		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
+		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
+		"./devstack/cmd/node-agent")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	img, err := guest.BuildImage(ctx)
+	if err != nil {
+		t.Fatalf("guest image: %v", err)
+	}
+	store := t.TempDir()
+	// examples/vm.yaml boots this image.
+	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
+		t.Fatal(err)
+	}
+
+	base, err := testenv.FreePortBase(env.Net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := controlplane.New(controlplane.Config{StateDir: t.TempDir(), BinDir: controlplane.BinDir(), PortBase: base, Net: env.Net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(s.Config().StateDir, "nodes", nodeName)
+	t.Cleanup(func() {
+		if t.Failed() {
+			coretest.DumpLogs(t, s)
+		}
+		if err := s.Down(false); err != nil {
+			t.Errorf("down: %v", err)
+		}
+		// A stopped agent leaves its pods running, as a kubelet does.
+		if err := nodeagent.CleanupNode(root, env.Net, 30*time.Second); err != nil {
+			t.Errorf("clean up the node: %v", err)
+		}
+		if err := os.RemoveAll(s.Config().StateDir); err != nil {
+			t.Errorf("purge the stack: %v", err)
+		}
+	})
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	kube, err := kubernetes.NewForConfig(mustConfig(t, s.KubeconfigPath()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rwPort, err := testenv.FreePortBase(env.Net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubevirt := filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
+	rw, err := module.UsersRewriter(s, bin, kubevirt, rwPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddComponents(controlplane.Component{
+		Name: "node-agent-" + nodeName,
+		Bin:  filepath.Join(bin, "node-agent"),
+		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", nodeName, "--root-dir", root,
+			"--bin-dir", bin, "--image-store", store},
+		Ready: func(ctx context.Context) error {
+			n, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("node %s is not Ready", nodeName)
+		},
+	}, rw)
+	if err := s.Up(ctx); err != nil {
+		t.Fatalf("node and rewriter: %v", err)
+	}
+	return &stack{
+		s:        s,
+		opts:     module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName}, Log: testWriter{t}},
+		kube:     kube,
+		kubevirt: kubevirt,
+	}
+}
+
+func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// testWriter sends the install's progress to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (st *stack) install(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := module.Install(ctx, st.opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := module.WaitReady(ctx, st.opts, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (st *stack) kubectl(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	return testenv.Kubectl(t, kubeconfig, args...)
+}
+
+func TestHelmInstallRunsAVM(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	st := start(t, ctx)
+
+	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
+	st.install(t, ctx)
+	checkServiceAccounts(t, ctx, st)
+
+	t.Log("examples/vm.yaml boots, and its console answers")
+	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
+	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
+	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
+	con := openConsole(t, ctx, st.kubevirt)
+	if _, err := con.WaitFor(regexp.MustCompile(`hello from demo`), 90*time.Second); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
+	_ = con.Close()
+
+	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
+	if err := module.Uninstall(ctx, st.opts); err != nil {
+		t.Fatal(err)
+	}
+	if out := st.kubectl(t, st.s.KubeconfigPath(), "-n", module.Namespace, "get", "deployments", "-o", "name"); strings.Contains(out, "virt-operator") {
+		t.Fatalf("virt-operator is still there after helm uninstall:\n%s", out)
+	}
+	st.kubectl(t, st.s.KubeconfigPath(), "-n", module.Namespace, "get", "internalvirtualizationkubevirts", "kubevirt")
+	if got := st.kubectl(t, st.kubevirt, "get", "vm/demo", "-o", "jsonpath={.status.printableStatus}"); got != "Running" {
+		t.Fatalf("VM after helm uninstall: %s", got)
+	}
+	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
+		t.Fatalf("VMI after helm uninstall: uid %q, was %q", got, vmiUID)
+	}
+
+	t.Log("a reinstall adopts the KubeVirt resource and the running VM")
+	st.install(t, ctx)
+	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=1m")
+	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
+		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
+	}
+	con = openConsole(t, ctx, st.kubevirt)
+	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := con.WaitFor(regexp.MustCompile(`answer-42`), 30*time.Second); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
+}
+
+// checkServiceAccounts checks that every component's pods name their own account and that the
+// token the node agent put in the pod, which its processes use, authenticates as that account.
+func checkServiceAccounts(t *testing.T, ctx context.Context, st *stack) {
+	t.Helper()
+	pods, err := st.kube.CoreV1().Pods(module.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pods.Items {
+		var comp string
+		for c := range serviceAccounts {
+			if strings.HasPrefix(p.Name, c+"-") {
+				comp = c
+			}
+		}
+		if comp == "" {
+			continue
+		}
+		seen[comp] = true
+		if p.Spec.ServiceAccountName != serviceAccounts[comp] {
+			t.Errorf("pod %s runs as %q, want %q", p.Name, p.Spec.ServiceAccountName, serviceAccounts[comp])
+			continue
+		}
+		tokens, _ := filepath.Glob(filepath.Join(st.s.Config().StateDir, "nodes", nodeName, "pods", string(p.UID),
+			"volumes", "kubernetes.io~projected", "*", "token"))
+		if len(tokens) == 0 {
+			t.Errorf("pod %s has no projected service-account token", p.Name)
+			continue
+		}
+		for _, f := range tokens {
+			tok, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev, err := st.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+				Spec: authenticationv1.TokenReviewSpec{Token: string(tok)},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "system:serviceaccount:" + module.Namespace + ":" + serviceAccounts[comp]
+			if !rev.Status.Authenticated || rev.Status.User.Username != want {
+				t.Errorf("pod %s: its token authenticates as %q (authenticated %v), want %s", p.Name, rev.Status.User.Username, rev.Status.Authenticated, want)
+			}
+		}
+	}
+	for c := range serviceAccounts {
+		if !seen[c] {
+			t.Errorf("no %s pod", c)
+		}
+	}
+}
+
+func openConsole(t *testing.T, ctx context.Context, kubevirt string) *guesttest.Console {
+	t.Helper()
+	cfg := mustConfig(t, kubevirt)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := console.Open(ctx, cfg, "default", "demo", "console")
+		if err == nil {
+			con := guesttest.NewConsole(conn)
+			t.Cleanup(func() { _ = con.Close() })
+			return con
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("open the console: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+}
