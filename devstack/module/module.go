@@ -335,7 +335,8 @@ func Observe(ctx context.Context, s *controlplane.Stack) (State, error) {
 	}
 	for _, p := range pods.Items {
 		c := component(&p)
-		if c == "" || p.DeletionTimestamp != nil {
+		// Pods that ended (their processes went with a stopped node) are replaced, not waited for.
+		if c == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
 		if podReady(&p) {
