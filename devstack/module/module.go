@@ -303,8 +303,17 @@ func Observe(ctx context.Context, s *controlplane.Stack) (State, error) {
 		st.Phase, _, _ = unstructured.NestedString(kv.Object, "status", "phase")
 		conds, _, _ := unstructured.NestedSlice(kv.Object, "status", "conditions")
 		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Available" && m["status"] == "True" {
+			m, _ := c.(map[string]any)
+			switch {
+			case m["type"] == "Available" && m["status"] == "True":
 				st.Available = true
+			case m["type"] == "Degraded" && m["status"] == "True":
+				// virt-operator's reason to wait, e.g. an object it may not create.
+				msg := strings.Join(strings.Fields(fmt.Sprint(m["message"])), " ")
+				if len(msg) > 400 {
+					msg = msg[:400] + "..."
+				}
+				st.Problems = append(st.Problems, fmt.Sprintf("KubeVirt %v: %s", m["reason"], msg))
 			}
 		}
 		// The conditions speak of the spec virt-operator last deployed.
