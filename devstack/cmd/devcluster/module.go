@@ -189,5 +189,9 @@ func moduleDown(ctx context.Context, s *controlplane.Stack, args []string) error
 			time.Sleep(time.Second)
 		}
 	}
-	return module.Uninstall(ctx, module.Options{Stack: s})
+	if err := module.Uninstall(ctx, module.Options{Stack: s}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "the module is off (helm release %s uninstalled); VMs and their disks stay, `module up` brings it back\n", module.Release)
+	return nil
 }
