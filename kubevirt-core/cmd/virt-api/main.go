@@ -115,7 +115,7 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	auth, err := subresources.LoadRequestHeader(ctx, kube)
+	auth, err := loadRequestHeader(ctx, log, kube, requestHeaderWait)
 	if err != nil {
 		return err
 	}
@@ -186,4 +186,26 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 		}
 	}
 	return runErr
+}
+
+// requestHeaderWait is how long virt-api retries its first read: its kubeconfig points at the
+// rewriter sidecar, and the containers of a pod start in no set order.
+const requestHeaderWait = 30 * time.Second
+
+// loadRequestHeader reads the front-proxy settings, retrying every second for up to wait while
+// the read fails (typically: the sidecar does not listen yet).
+func loadRequestHeader(ctx context.Context, log *slog.Logger, kube kubernetes.Interface, wait time.Duration) (*subresources.RequestHeader, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		auth, err := subresources.LoadRequestHeader(ctx, kube)
+		if err == nil || time.Now().After(deadline) {
+			return auth, err
+		}
+		log.Info("waiting for the apiserver", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
 }
