@@ -308,6 +308,7 @@ func TestOperatorInstallsAndRemovesTheCore(t *testing.T) {
 	})
 	t.Run("stored renamed", func(t *testing.T) { checkStoredRenamed(t, fx, ns) })
 	t.Run("rbac works", func(t *testing.T) { checkRBAC(t, fx, ns) })
+	t.Run("metrics through kube-rbac-proxy", func(t *testing.T) { checkMetricsProxy(t, fx, ns) })
 	t.Run("a second KubeVirt is not honoured", func(t *testing.T) { checkSecondKubeVirt(t, fx) })
 
 	// The kubelet's part: the pods the controllers made run. The Deployments and the DaemonSet
