@@ -114,7 +114,12 @@ func (in Install) metricsProxy(name, portName string, port int32, upstream strin
 			"--tls-private-key-file=" + dir + "/" + corev1.TLSPrivateKeyKey,
 			"--tls-min-version=VersionTLS12",
 		},
-		Ports:                    []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+		Ports: []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+		// Every request needs a token, so readiness is its TLS port accepting, as for virt-api.
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(portName)}},
+			PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
+		},
 		VolumeMounts:             []corev1.VolumeMount{{Name: metricsCertsVolume, MountPath: dir, ReadOnly: true}},
 		Resources:                requests("5m", "20Mi"),
 		ImagePullPolicy:          in.PullPolicy,

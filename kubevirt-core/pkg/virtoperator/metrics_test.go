@@ -93,6 +93,9 @@ func TestMetricsBehindKubeRBACProxy(t *testing.T) {
 				if len(c.Ports) != 1 || !strings.Contains(c.Ports[0].Name, "metric") || listen != ":"+strconv.Itoa(int(c.Ports[0].ContainerPort)) {
 					t.Errorf("%s listens on %q with ports %+v", c.Name, listen, c.Ports)
 				}
+				if rp := c.ReadinessProbe; rp == nil || rp.TCPSocket == nil || len(c.Ports) != 1 || rp.TCPSocket.Port.StrVal != c.Ports[0].Name {
+					t.Errorf("%s readiness %+v", c.Name, rp)
+				}
 				if paths, _ := argValue(c.Args, "allow-paths"); paths != MetricsPath {
 					t.Errorf("%s lets through %q", c.Name, paths)
 				}
