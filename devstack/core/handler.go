@@ -55,8 +55,9 @@ var handlerArgs = []string{"--heartbeat-interval=30s", "--node-labeller-interval
 // handlerObjects are virt-handler's objects as virt-operator builds them (Install.HandlerObjects:
 // its account and least-privilege RBAC, the DaemonSet with its rewriter sidecar and the
 // kube-rbac-proxies in front of their metrics, the metrics Service), plus the sidecar's
-// kubeconfig. The certificates come from the stack's CA instead of the operator's, because
-// virt-api runs outside the operator here and its client certificate comes from that CA too.
+// kubeconfig and the metrics reader ClusterRole. The certificates come from the stack's CA
+// instead of the operator's, because virt-api runs outside the operator here and its client
+// certificate comes from that CA too.
 func handlerObjects(s *controlplane.Stack) ([]client.Object, error) {
 	in := handlerInstall()
 	c := virtoperator.Certs{Leaves: map[string]certs.KeyPair{}}
@@ -84,7 +85,8 @@ func handlerObjects(s *controlplane.Stack) ([]client.Object, error) {
 	if c.Bundle, err = os.ReadFile(s.CAFile()); err != nil {
 		return nil, fmt.Errorf("stack CA: %w", err)
 	}
-	objs := append([]client.Object{in.KubeconfigObject()}, in.HandlerObjects(c)...)
+	// The metrics reader role is the installation's, not the handler's; a scraper needs it.
+	objs := append([]client.Object{in.KubeconfigObject(), in.MetricsReader()}, in.HandlerObjects(c)...)
 	for _, o := range objs {
 		if ds, ok := o.(*appsv1.DaemonSet); ok {
 			ctr := &ds.Spec.Template.Spec.Containers[0]

@@ -37,8 +37,11 @@ func TestHandlerObjectsAreTheOperators(t *testing.T) {
 	roots.AppendCertsFromPEM(ca)
 	var ds *appsv1.DaemonSet
 	secrets := map[string]*corev1.Secret{}
+	reader := false
 	for _, o := range objs {
 		switch x := o.(type) {
+		case *rbacv1.ClusterRole:
+			reader = reader || x.Name == virtoperator.MetricsReaderRole
 		case *appsv1.DaemonSet:
 			ds = x
 		case *corev1.Secret:
@@ -54,6 +57,9 @@ func TestHandlerObjectsAreTheOperators(t *testing.T) {
 	}
 	if ds == nil {
 		t.Fatal("no DaemonSet")
+	}
+	if !reader {
+		t.Error("no metrics reader role for a scraper to be bound to")
 	}
 	spec := ds.Spec.Template.Spec
 	want := virtoperator.Install{Namespace: Namespace, Images: handlerInstall().Images, Emulation: true}.HandlerDaemonSet(virtoperator.Certs{})
