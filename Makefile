@@ -33,7 +33,7 @@ apt-deps: ## Install the Debian packages (root, idempotent): libvirt headers for
 	hack/install-deps.sh
 
 .PHONY: deps
-deps: apt-deps ## Also build the Kubernetes binaries and helm into the machine-wide cache.
+deps: apt-deps ## Also build the Kubernetes binaries, helm and kube-rbac-proxy into the machine-wide cache.
 	hack/build-k8s.sh >/dev/null
 
 .PHONY: build

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control-plane binaries, etcd and kubectl for one pinned release, plus helm,
-# from the Go module proxy into a machine-wide cache. Idempotent: a binary that is already built for
+# Builds the Kubernetes control-plane binaries, etcd and kubectl for one pinned release, plus helm and
+# kube-rbac-proxy (which the module puts in front of every metrics port), from the Go module proxy into
+# a machine-wide cache. Idempotent: a binary that is already built for
 # this version is never rebuilt. Prints the bin directory as its last line.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+KUBE_RBAC_PROXY_VERSION="${KUBE_RBAC_PROXY_VERSION:-v0.19.1}"
 CACHE_ROOT="${D8V_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/d8-virtualization}"
 K8S_DIR="$CACHE_ROOT/k8s-$K8S_VERSION"
 BIN="$K8S_DIR/bin"
@@ -13,7 +15,7 @@ STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 
 log() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-mkdir -p "$BIN" "$K8S_DIR/src" "$CACHE_ROOT/helm-$HELM_VERSION/src"
+mkdir -p "$BIN" "$K8S_DIR/src" "$CACHE_ROOT/helm-$HELM_VERSION/src" "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src"
 exec 9>"$K8S_DIR/.build.lock"
 flock 9
 
@@ -73,6 +75,20 @@ if [ ! -x "$BIN/helm" ]; then
   GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
     -o "$BIN/helm" helm.sh/helm/v3/cmd/helm
   log "helm ready"
+fi
+
+if [ ! -x "$BIN/kube-rbac-proxy" ]; then
+  # A throwaway module, like helm's: the proxy refuses version lists for some modules, so the pin is
+  # an exact version, and go get resolves kube-rbac-proxy's own requirements (its k8s.io libraries)
+  # independently of the Kubernetes release above. The -X flags set what its --version prints, as
+  # its own Makefile does.
+  log "building kube-rbac-proxy $KUBE_RBAC_PROXY_VERSION"
+  cd "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src"
+  printf 'module d8v.local/kuberbacproxybuild\n\ngo 1.26\n' >go.mod
+  GOFLAGS=-mod=mod go get "github.com/brancz/kube-rbac-proxy@$KUBE_RBAC_PROXY_VERSION" >&2
+  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_RBAC_PROXY_VERSION -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy" \
+    -o "$BIN/kube-rbac-proxy" github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy
+  log "kube-rbac-proxy ready"
 fi
 
 "$BIN/kube-apiserver" --version >&2

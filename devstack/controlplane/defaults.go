@@ -20,7 +20,7 @@ const K8sVersion = "v1.37.2"
 // or $XDG_CACHE_HOME/d8-virtualization, or ~/.cache/d8-virtualization.
 func CacheRoot() string { return cachedir.Root() }
 
-// BinDir is where hack/build-k8s.sh puts the Kubernetes binaries, kubectl and helm.
+// BinDir is where hack/build-k8s.sh puts the Kubernetes binaries, kubectl, helm and kube-rbac-proxy.
 func BinDir() string {
 	if v := os.Getenv("D8V_K8S_BIN"); v != "" {
 		return v
@@ -43,11 +43,15 @@ func DefaultConfig(name string, portBase int, log io.Writer) (Config, error) {
 	}, nil
 }
 
-// EnsureBinaries builds the Kubernetes binaries with hack/build-k8s.sh unless they are all there,
-// streaming the build's progress to log.
+// Binaries are what hack/build-k8s.sh builds into BinDir: the control plane, kubectl, helm, and
+// kube-rbac-proxy, the stock proxy in front of every metrics port of the module.
+var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm", "kube-rbac-proxy"}
+
+// EnsureBinaries builds Binaries with hack/build-k8s.sh unless they are all there, streaming the
+// build's progress to log.
 func EnsureBinaries(log io.Writer) error {
 	missing := false
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "helm"} {
+	for _, b := range Binaries {
 		if _, err := os.Stat(filepath.Join(BinDir(), b)); err != nil {
 			missing = true
 		}

@@ -32,7 +32,7 @@ func nodeComponents(o Options) []controlplane.Component {
 		}
 		if i == len(o.Nodes)-1 {
 			c.Ready = func(ctx context.Context) error {
-				if err := installHandler(ctx, o.Stack); err != nil {
+				if err := installHandler(ctx, o); err != nil {
 					return err
 				}
 				return nodesSchedulable(ctx, o.Stack, o.Nodes)

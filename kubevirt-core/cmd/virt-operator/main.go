@@ -48,6 +48,7 @@ func main() {
 	own.StringVar(&o.cfg.ImagePrefix, "image-prefix", o.cfg.ImagePrefix, "put before each component's image name, e.g. registry.example.com/kubevirt/ (spec.imageRegistry overrides)")
 	own.StringVar(&o.cfg.ImageTag, "image-tag", o.cfg.ImageTag, "tag of the components' images (spec.imageTag overrides)")
 	own.StringVar(&o.cfg.RewriterImage, "rewriter-image", "", "image of the kube-api-rewriter sidecars; empty means <prefix>kube-api-rewriter:<tag>")
+	own.StringVar(&o.cfg.KubeRBACProxyImage, "kube-rbac-proxy-image", "", "image of the kube-rbac-proxy in front of every metrics port; empty means <prefix>kube-rbac-proxy:<tag>")
 	own.StringVar(&o.pullPolicy, "image-pull-policy", string(o.cfg.ImagePullPolicy), "pull policy of the components' images (spec.imagePullPolicy overrides)")
 	own.StringVar(&o.cfg.ContainerDiskStore, "container-disk-store", o.cfg.ContainerDiskStore, "node directory with the containerDisk base images, for virt-controller")
 	replicas := own.Int("replicas", int(o.cfg.Replicas), "replicas of virt-api and virt-controller (spec.infra.replicas overrides)")
@@ -124,6 +125,6 @@ func run(o options) error {
 		return err
 	}
 	ctrl.Log.WithName("virt-operator").Info("starting", "version", version, "imagePrefix", o.cfg.ImagePrefix,
-		"imageTag", o.cfg.ImageTag, "rewriterImage", o.cfg.RewriterImage)
+		"imageTag", o.cfg.ImageTag, "rewriterImage", o.cfg.RewriterImage, "kubeRBACProxyImage", o.cfg.KubeRBACProxyImage)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -28,8 +28,8 @@ func kindOf(o client.Object) string {
 	return reflect.TypeOf(o).Elem().Name()
 }
 
-// APIObjects are virt-api's: its account and RBAC, certificates, Services, Deployment, the
-// subresources APIService and the webhook configurations.
+// APIObjects are virt-api's: its account and RBAC, certificates, Services (the metrics one
+// too), Deployment, the subresources APIService and the webhook configurations.
 func (in Install) APIObjects(c Certs) []client.Object {
 	out := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: in.meta(APIServiceAccount, "")},
@@ -42,26 +42,31 @@ func (in Install) APIObjects(c Certs) []client.Object {
 		in.validatingWebhooks(c),
 		in.mutatingWebhooks(c),
 	}
+	out = append(out, in.metricsObjects(APIName, c)...)
 	return append(out, in.apiRBAC()...)
 }
 
-// ControllerObjects are virt-controller's: its account, RBAC and Deployment.
-func (in Install) ControllerObjects() []client.Object {
+// ControllerObjects are virt-controller's: its account, RBAC, Deployment, and its metrics
+// Service and certificate.
+func (in Install) ControllerObjects(c Certs) []client.Object {
 	out := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: in.meta(ControllerServiceAccount, "")},
-		in.controllerDeployment(),
+		in.controllerDeployment(c),
 	}
+	out = append(out, in.metricsObjects(ControllerName, c)...)
 	return append(out, in.controllerRBAC()...)
 }
 
-// HandlerObjects are virt-handler's: its account, RBAC, serving certificate and DaemonSet. With
-// CommonObjects (the sidecar's kubeconfig) they are all a node needs to run VMs.
+// HandlerObjects are virt-handler's: its account, RBAC, serving certificate, DaemonSet, and its
+// metrics Service and certificate. With CommonObjects (the sidecar's kubeconfig) they are all a
+// node needs to run VMs.
 func (in Install) HandlerObjects(c Certs) []client.Object {
 	out := []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: in.meta(HandlerServiceAccount, "")},
 		in.certSecret(HandlerServerCertSecret, HandlerName, c),
 		in.HandlerDaemonSet(c),
 	}
+	out = append(out, in.metricsObjects(HandlerName, c)...)
 	return append(out, in.handlerRBAC()...)
 }
 
@@ -222,6 +227,7 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 			// The webhook server only answers the sidecar, on loopback.
 			"--webhook-listen=" + apiWebhookAddr,
 			"--handler-port=" + strconv.Itoa(handlerPort),
+			"--metrics-bind-address=" + metricsAddr,
 			"--handler-ca-file=" + handlerDir + "/ca.crt",
 			"--handler-client-cert-file=" + handlerDir + "/" + corev1.TLSCertKey,
 			"--handler-client-key-file=" + handlerDir + "/" + corev1.TLSPrivateKeyKey,
@@ -243,20 +249,21 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	proxies, proxyCerts := in.metricsProxies(APIName)
 	spec := corev1.PodSpec{
 		ServiceAccountName: APIServiceAccount,
-		Containers:         []corev1.Container{api, in.rewriter("certificates")},
+		Containers:         append([]corev1.Container{api, in.rewriter("certificates")}, proxies...),
 		Volumes: []corev1.Volume{
-			kubeconfigVolume(), secretVolume("certificates", APICertSecret), secretVolume("handler-certs", HandlerClientCertSecret),
+			kubeconfigVolume(), secretVolume("certificates", APICertSecret), secretVolume("handler-certs", HandlerClientCertSecret), proxyCerts,
 		},
 		ImagePullSecrets: in.PullSecrets,
 	}
 	place(&spec, in.Infra)
 	spread(&spec, APIName)
-	return in.deployment(APIName, spec, certsHash(c, APICertSecret, HandlerClientCertSecret))
+	return in.deployment(APIName, spec, certsHash(c, APICertSecret, HandlerClientCertSecret, APIMetricsCertSecret))
 }
 
-func (in Install) controllerDeployment() *appsv1.Deployment {
+func (in Install) controllerDeployment(c Certs) *appsv1.Deployment {
 	ctrl := corev1.Container{
 		Name:    ControllerName,
 		Image:   in.Images.Controller,
@@ -283,15 +290,16 @@ func (in Install) controllerDeployment() *appsv1.Deployment {
 	if in.Emulation {
 		ctrl.Args = append(ctrl.Args, "--use-emulation")
 	}
+	proxies, proxyCerts := in.metricsProxies(ControllerName)
 	spec := corev1.PodSpec{
 		ServiceAccountName: ControllerServiceAccount,
-		Containers:         []corev1.Container{ctrl, in.rewriter("")},
-		Volumes:            []corev1.Volume{kubeconfigVolume()},
+		Containers:         append([]corev1.Container{ctrl, in.rewriter("")}, proxies...),
+		Volumes:            []corev1.Volume{kubeconfigVolume(), proxyCerts},
 		ImagePullSecrets:   in.PullSecrets,
 	}
 	place(&spec, in.Infra)
 	spread(&spec, ControllerName)
-	return in.deployment(ControllerName, spec, "")
+	return in.deployment(ControllerName, spec, certsHash(c, ControllerMetricsCertSecret))
 }
 
 func (in Install) deployment(name string, spec corev1.PodSpec, certsHash string) *appsv1.Deployment {
@@ -314,7 +322,8 @@ func (in Install) deployment(name string, spec corev1.PodSpec, certsHash string)
 // and volumes.
 const kubeletPods = "/var/lib/kubelet/pods"
 
-// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar. It
+// HandlerDaemonSet is virt-handler on every node that runs VMs, with its rewriter sidecar and the
+// kube-rbac-proxies in front of their metrics. It
 // asks of the node's kubelet what any kubelet gives: the pods directory (a host path, with
 // mount propagation from the host), emptyDir volumes, privileged containers and the node's name
 // in the environment.
@@ -374,12 +383,13 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 	if in.Emulation {
 		labeller.Args = append(labeller.Args, "--emulation")
 	}
+	proxies, proxyCerts := in.metricsProxies(HandlerName)
 	spec := corev1.PodSpec{
 		ServiceAccountName: HandlerServiceAccount,
 		// As KubeVirt's: the node's processes, pid 1 among them, are the handler's to see.
 		HostPID:        true,
 		InitContainers: []corev1.Container{labeller},
-		Containers:     []corev1.Container{handler, in.rewriter("")},
+		Containers:     append([]corev1.Container{handler, in.rewriter("")}, proxies...),
 		Volumes: []corev1.Volume{
 			{Name: "kubelet-pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: kubeletPods, Type: ptr(corev1.HostPathDirectory),
@@ -387,6 +397,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			secretVolume("certificates", HandlerServerCertSecret),
 			kubeconfigVolume(),
 			{Name: launcherapi.NodeLabellerVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			proxyCerts,
 		},
 		// KubeVirt's handler runs on nodes reserved for critical add-ons too.
 		Tolerations:      []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
@@ -400,7 +411,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      in.podLabels(HandlerName),
-					Annotations: map[string]string{CertificatesHashAnnotation: certsHash(c, HandlerServerCertSecret)},
+					Annotations: map[string]string{CertificatesHashAnnotation: certsHash(c, HandlerServerCertSecret, HandlerMetricsCertSecret)},
 				},
 				Spec: spec,
 			},

@@ -26,6 +26,9 @@ type Config struct {
 	// RewriterImage is the kube-api-rewriter sidecar's image; empty means
 	// <prefix>kube-api-rewriter:<tag>, the sidecar that ships with the core.
 	RewriterImage string
+	// KubeRBACProxyImage is the image of the kube-rbac-proxy in front of every metrics port; empty
+	// means <prefix>kube-rbac-proxy:<tag>, a build of the stock proxy that ships with the core.
+	KubeRBACProxyImage string
 	// ImagePullPolicy applies when the KubeVirt does not set one.
 	ImagePullPolicy corev1.PullPolicy
 	// ContainerDiskStore is the node directory with containerDisk base images, for virt-controller.
@@ -54,7 +57,7 @@ func DefaultConfig() Config {
 
 // Images are the resolved images of one installation.
 type Images struct {
-	API, Controller, Handler, Launcher, Rewriter string
+	API, Controller, Handler, Launcher, Rewriter, KubeRBACProxy string
 }
 
 // Install is everything the builders need to know about one installation, resolved from a
@@ -106,7 +109,7 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 		Version:  tag,
 		Images: Images{
 			API: image(APIName), Controller: image(ControllerName), Handler: image(HandlerName),
-			Launcher: image("virt-launcher"), Rewriter: cfg.RewriterImage,
+			Launcher: image("virt-launcher"), Rewriter: cfg.RewriterImage, KubeRBACProxy: cfg.KubeRBACProxyImage,
 		},
 		PullPolicy:         cfg.ImagePullPolicy,
 		PullSecrets:        kv.Spec.ImagePullSecrets,
@@ -116,6 +119,9 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 	}
 	if in.Images.Rewriter == "" {
 		in.Images.Rewriter = image(RewriterName)
+	}
+	if in.Images.KubeRBACProxy == "" {
+		in.Images.KubeRBACProxy = image(KubeRBACProxyName)
 	}
 	if kv.Spec.ImagePullPolicy != "" {
 		in.PullPolicy = kv.Spec.ImagePullPolicy
@@ -175,7 +181,7 @@ type deploymentConfig struct {
 func (in Install) DeploymentConfig() (config, id string) {
 	props := map[string]string{
 		"apiImage": in.Images.API, "controllerImage": in.Images.Controller, "handlerImage": in.Images.Handler,
-		"launcherImage": in.Images.Launcher, "rewriterImage": in.Images.Rewriter,
+		"launcherImage": in.Images.Launcher, "rewriterImage": in.Images.Rewriter, "kubeRBACProxyImage": in.Images.KubeRBACProxy,
 		"imagePullPolicy": string(in.PullPolicy), "containerDiskStore": in.ContainerDiskStore,
 		"useEmulation": strconv.FormatBool(in.Emulation),
 	}

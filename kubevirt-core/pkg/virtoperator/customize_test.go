@@ -24,7 +24,7 @@ func TestCustomizeComponents(t *testing.T) {
 				`{"spec":{"template":{"spec":{"containers":[{"name":"virt-api","env":[{"name":"EXTRA","value":"1"}]}]}}}}`)},
 			check: func(t *testing.T, ix index) {
 				spec := get[*appsv1.Deployment](t, ix, "Deployment", "kv-ns", APIName).Spec.Template.Spec
-				if len(spec.Containers) != 2 || spec.Containers[0].Image == "" {
+				if len(spec.Containers) != 4 || spec.Containers[0].Image == "" {
 					t.Fatalf("containers %+v", spec.Containers)
 				}
 				if env := spec.Containers[0].Env; len(env) == 0 || env[len(env)-1] != (corev1.EnvVar{Name: "EXTRA", Value: "1"}) {

@@ -13,6 +13,7 @@ package virtoperator
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,14 +91,23 @@ func ManagedLabels() map[string]string {
 // by the names of their Secrets.
 type Certs = certs.Set
 
-// CertSpec is the certificates an installation needs.
+// CertSpec is the certificates an installation needs: virt-api's and virt-handler's, and the
+// serving certificates of the kube-rbac-proxies in front of the metrics.
 func (in Install) CertSpec() certs.Spec {
-	return certs.Spec{Policy: in.Certificates, Leaves: map[string]certs.Leaf{
+	leaves := map[string]certs.Leaf{
 		APICertSecret: {CommonName: APIService + "." + in.Namespace + ".svc", DNSNames: append(
 			serviceNames(APIService, in.Namespace), serviceNames(WebhookService, in.Namespace)...)},
 		HandlerServerCertSecret: {CommonName: "kubevirt.io:system:node:virt-handler", DNSNames: []string{virtapicontract.HandlerServerName}},
 		HandlerClientCertSecret: {CommonName: "kubevirt.io:system:client:virt-handler", Client: true},
-	}}
+	}
+	maps.Copy(leaves, in.metricsLeaves())
+	return certs.Spec{Policy: in.Certificates, Leaves: leaves}
+}
+
+// LeafSecrets are the Secrets of the leaf certificates, as CertSpec names them.
+var LeafSecrets = []string{
+	APICertSecret, HandlerServerCertSecret, HandlerClientCertSecret,
+	APIMetricsCertSecret, ControllerMetricsCertSecret, HandlerMetricsCertSecret,
 }
 
 // serviceNames are the DNS names a Service answers to inside the cluster.
@@ -114,8 +124,10 @@ func CertsFromSecrets(secrets []corev1.Secret) Certs {
 		switch s.Name {
 		case CASecret:
 			out.CA, out.Bundle = pair, s.Data["ca.crt"]
-		case APICertSecret, HandlerServerCertSecret, HandlerClientCertSecret:
-			out.Leaves[s.Name] = pair
+		default:
+			if slices.Contains(LeafSecrets, s.Name) {
+				out.Leaves[s.Name] = pair
+			}
 		}
 	}
 	return out
@@ -133,9 +145,10 @@ func (in Install) Objects(c Certs) []client.Object {
 	var out []client.Object
 	out = append(out, in.CommonObjects(c)...)
 	out = append(out, in.APIObjects(c)...)
-	out = append(out, in.ControllerObjects()...)
+	out = append(out, in.ControllerObjects(c)...)
 	out = append(out, in.HandlerObjects(c)...)
 	out = append(out, in.UserRoles()...)
+	out = append(out, in.MetricsReader())
 	slices.SortStableFunc(out, func(a, b client.Object) int { return applyRank(a) - applyRank(b) })
 	return out
 }

@@ -75,7 +75,7 @@ func TestObjectsInventory(t *testing.T) {
 	want := []string{
 		"APIService v1.subresources.kubevirt.io",
 		"ClusterRole kubevirt-apiserver", "ClusterRole kubevirt-controller", "ClusterRole kubevirt-handler",
-		"ClusterRole kubevirt.io:admin", "ClusterRole kubevirt.io:edit", "ClusterRole kubevirt.io:view",
+		"ClusterRole kubevirt-internal-virtualization-metrics-reader", "ClusterRole kubevirt.io:admin", "ClusterRole kubevirt.io:edit", "ClusterRole kubevirt.io:view",
 		"ClusterRoleBinding kubevirt-apiserver", "ClusterRoleBinding kubevirt-controller", "ClusterRoleBinding kubevirt-handler",
 		"ConfigMap kv-ns/kube-api-rewriter-kubeconfig",
 		"DaemonSet kv-ns/virt-handler",
@@ -83,9 +83,11 @@ func TestObjectsInventory(t *testing.T) {
 		"MutatingWebhookConfiguration virt-api-mutator",
 		"Role kv-ns/kubevirt-controller",
 		"RoleBinding kube-system/kubevirt-apiserver-auth-reader", "RoleBinding kv-ns/kubevirt-controller",
-		"Secret kv-ns/kubevirt-ca", "Secret kv-ns/kubevirt-virt-api-certs", "Secret kv-ns/kubevirt-virt-handler-certs",
-		"Secret kv-ns/kubevirt-virt-handler-server-certs",
-		"Service kv-ns/virt-api", "Service kv-ns/virt-api-webhooks",
+		"Secret kv-ns/kubevirt-ca", "Secret kv-ns/kubevirt-virt-api-certs", "Secret kv-ns/kubevirt-virt-api-metrics-certs",
+		"Secret kv-ns/kubevirt-virt-controller-metrics-certs", "Secret kv-ns/kubevirt-virt-handler-certs",
+		"Secret kv-ns/kubevirt-virt-handler-metrics-certs", "Secret kv-ns/kubevirt-virt-handler-server-certs",
+		"Service kv-ns/virt-api", "Service kv-ns/virt-api-metrics", "Service kv-ns/virt-api-webhooks",
+		"Service kv-ns/virt-controller-metrics", "Service kv-ns/virt-handler-metrics",
 		"ServiceAccount kv-ns/kubevirt-apiserver", "ServiceAccount kv-ns/kubevirt-controller", "ServiceAccount kv-ns/kubevirt-handler",
 		"ValidatingWebhookConfiguration virt-api-validator",
 	}
@@ -140,7 +142,7 @@ func TestImages(t *testing.T) {
 		{
 			name: "operator defaults",
 			want: Images{API: "d8v.local/virt-api:dev", Controller: "d8v.local/virt-controller:dev", Handler: "d8v.local/virt-handler:dev",
-				Launcher: "d8v.local/virt-launcher:dev", Rewriter: "d8v.local/kube-api-rewriter:dev"},
+				Launcher: "d8v.local/virt-launcher:dev", Rewriter: "d8v.local/kube-api-rewriter:dev", KubeRBACProxy: "d8v.local/kube-rbac-proxy:dev"},
 			registry: "d8v.local", version: "dev",
 		},
 		{
@@ -148,14 +150,21 @@ func TestImages(t *testing.T) {
 			spec: kubevirtv1.KubeVirtSpec{ImageRegistry: "registry.example.com/kv/", ImageTag: "v1.6.0"},
 			want: Images{API: "registry.example.com/kv/virt-api:v1.6.0", Controller: "registry.example.com/kv/virt-controller:v1.6.0",
 				Handler: "registry.example.com/kv/virt-handler:v1.6.0", Launcher: "registry.example.com/kv/virt-launcher:v1.6.0",
-				Rewriter: "registry.example.com/kv/kube-api-rewriter:v1.6.0"},
+				Rewriter: "registry.example.com/kv/kube-api-rewriter:v1.6.0", KubeRBACProxy: "registry.example.com/kv/kube-rbac-proxy:v1.6.0"},
 			registry: "registry.example.com/kv", version: "v1.6.0",
 		},
 		{
 			name: "fixed rewriter image",
 			cfg:  func(c *Config) { c.RewriterImage = "rw.example.com/rewriter:1" },
 			want: Images{API: "d8v.local/virt-api:dev", Controller: "d8v.local/virt-controller:dev", Handler: "d8v.local/virt-handler:dev",
-				Launcher: "d8v.local/virt-launcher:dev", Rewriter: "rw.example.com/rewriter:1"},
+				Launcher: "d8v.local/virt-launcher:dev", Rewriter: "rw.example.com/rewriter:1", KubeRBACProxy: "d8v.local/kube-rbac-proxy:dev"},
+			registry: "d8v.local", version: "dev",
+		},
+		{
+			name: "fixed kube-rbac-proxy image",
+			cfg:  func(c *Config) { c.KubeRBACProxyImage = "quay.io/brancz/kube-rbac-proxy:v0.19.1" },
+			want: Images{API: "d8v.local/virt-api:dev", Controller: "d8v.local/virt-controller:dev", Handler: "d8v.local/virt-handler:dev",
+				Launcher: "d8v.local/virt-launcher:dev", Rewriter: "d8v.local/kube-api-rewriter:dev", KubeRBACProxy: "quay.io/brancz/kube-rbac-proxy:v0.19.1"},
 			registry: "d8v.local", version: "dev",
 		},
 	}
@@ -179,7 +188,8 @@ func TestImages(t *testing.T) {
 				}
 			}
 			if images[APIName] != tt.want.API || images[ControllerName] != tt.want.Controller ||
-				images[HandlerName] != tt.want.Handler || images[RewriterName] != tt.want.Rewriter {
+				images[HandlerName] != tt.want.Handler || images[RewriterName] != tt.want.Rewriter ||
+				images[KubeRBACProxyName] != tt.want.KubeRBACProxy || images[RewriterMetricsProxyName] != tt.want.KubeRBACProxy {
 				t.Errorf("container images %v", images)
 			}
 			ctrl := podSpec(t, ix, "Deployment", ControllerName).Containers[0]
@@ -264,7 +274,7 @@ func TestWorkloads(t *testing.T) {
 			if spec.ServiceAccountName != tt.account {
 				t.Errorf("service account %q", spec.ServiceAccountName)
 			}
-			if len(spec.Containers) != 2 || spec.Containers[0].Name != tt.name || spec.Containers[1].Name != RewriterName {
+			if !slices.Equal(containerNames(spec), []string{tt.name, RewriterName, KubeRBACProxyName, RewriterMetricsProxyName}) {
 				t.Fatalf("containers %v", containerNames(spec))
 			}
 			comp, rw := spec.Containers[0], spec.Containers[1]
@@ -665,6 +675,11 @@ func TestDeploymentID(t *testing.T) {
 	kv.Spec.ImageTag = "v2"
 	if _, other := NewInstall(kv, testConfig()).DeploymentConfig(); other == id {
 		t.Error("a new tag keeps the deployment id")
+	}
+	cfg := testConfig()
+	cfg.KubeRBACProxyImage = "quay.io/brancz/kube-rbac-proxy:v0.19.1"
+	if _, other := NewInstall(testKV(), cfg).DeploymentConfig(); other == id {
+		t.Error("a new kube-rbac-proxy image keeps the deployment id")
 	}
 }
 

@@ -53,6 +53,9 @@ func ControllerRules() []rbacv1.PolicyRule {
 		// in its own.
 		rule(core, []string{"create", "patch"}, "events"),
 		rule("events.k8s.io", []string{"create", "patch"}, "events"),
+		// metrics: the pod's kube-rbac-proxies review each scrape's token and access.
+		rule("authentication.k8s.io", []string{"create"}, "tokenreviews"),
+		rule("authorization.k8s.io", []string{"create"}, "subjectaccessreviews"),
 	}
 }
 
@@ -79,6 +82,9 @@ func HandlerRules() []rbacv1.PolicyRule {
 		// vmisync: KubeVirt's events about the VMIs, in their namespaces.
 		rule(core, []string{"create", "patch"}, "events"),
 		rule("events.k8s.io", []string{"create", "patch"}, "events"),
+		// metrics: the pod's kube-rbac-proxies review each scrape's token and access.
+		rule("authentication.k8s.io", []string{"create"}, "tokenreviews"),
+		rule("authorization.k8s.io", []string{"create"}, "subjectaccessreviews"),
 	}
 }
 
@@ -95,7 +101,9 @@ func APIRules() []rbacv1.PolicyRule {
 		rule(kubevirt, []string{"list"}, "virtualmachineinstancepresets"),
 		// subresources: a forced restart deletes the launcher; the node proxy finds the handlers.
 		rule(core, []string{"list", "delete"}, "pods"),
-		// subresources: every call is authorized for the user the front proxy forwarded.
+		// subresources: every call is authorized for the user the front proxy forwarded; metrics:
+		// the pod's kube-rbac-proxies review each scrape's token and access.
+		rule("authentication.k8s.io", []string{"create"}, "tokenreviews"),
 		rule("authorization.k8s.io", []string{"create"}, "subjectaccessreviews"),
 	}
 }
@@ -190,6 +198,19 @@ func (in Install) apiRBAC() []client.Object {
 	})
 }
 
+// metricsReaderRules are what a scraper needs of the kube-rbac-proxies in front of the metrics:
+// their default authorization is a non-resource check of the request's verb and path.
+func metricsReaderRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{NonResourceURLs: []string{MetricsPath}, Verbs: []string{"get"}}}
+}
+
+// MetricsReader is the ClusterRole that lets a scraper's account read every metrics port of the
+// installation (the chart binds its Prometheus to it). The name says whose it is, so that it never
+// meets a stock KubeVirt's roles.
+func (in Install) MetricsReader() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{ObjectMeta: in.clusterMeta(MetricsReaderRole, ""), Rules: metricsReaderRules()}
+}
+
 // OperatorRules are what virt-operator itself needs, for whatever installs it (the chart): its
 // KubeVirt resources, the kinds it makes, its leader election, and every permission it grants.
 // The apiserver lets it create a role or binding only with the permissions inside (RBAC's
@@ -212,6 +233,7 @@ func OperatorRules() []rbacv1.PolicyRule {
 	}
 	for _, granted := range [][]rbacv1.PolicyRule{
 		ControllerRules(), ControllerNamespaceRules(), HandlerRules(), APIRules(), userEditRules(), userViewRules(),
+		metricsReaderRules(),
 	} {
 		out = append(out, granted...)
 	}

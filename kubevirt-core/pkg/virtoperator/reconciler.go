@@ -322,7 +322,7 @@ func (r *Reconciler) certificates(ctx context.Context, in Install) (Certs, time.
 
 func loadCerts(ctx context.Context, c client.Reader, ns string) (Certs, error) {
 	var secrets []corev1.Secret
-	for _, name := range []string{CASecret, APICertSecret, HandlerServerCertSecret, HandlerClientCertSecret} {
+	for _, name := range append([]string{CASecret}, LeafSecrets...) {
 		s, err := kit.Get[corev1.Secret](ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 		if err != nil {
 			return Certs{}, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)

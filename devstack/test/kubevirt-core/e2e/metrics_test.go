@@ -2,21 +2,38 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/testenv"
+	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
 )
+
+// metricsScraper is the account the test scrapes virt-handler's kube-rbac-proxies with, bound to
+// virt-operator's metrics reader role as a platform's Prometheus is.
+const metricsScraper = "e2e-metrics-scraper"
 
 // series is one sample wanted from a scrape: a metric with at least the given labels and a
 // value of at least min.
@@ -27,16 +44,56 @@ type series struct {
 }
 
 // checkMetrics scrapes virt-controller, virt-api and virt-handler while a VM runs and has been
-// paused and unpaused through the subresource API.
+// paused and unpaused through the subresource API. virt-handler's metrics and its rewriter's are
+// behind kube-rbac-proxies, as virt-operator installs them: the test scrapes those with a token
+// of an account bound to the metrics reader role, and checks that a scrape without one, or with
+// one of an account that is no reader, is refused.
 func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 	t.Helper()
+	ctx := testenv.Context(t)
 	apiURL, err := core.APIMetricsURL(c.core)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var handlers corev1.PodList
-	if err := kc.List(testenv.Context(t), &handlers, client.InNamespace(core.Namespace), client.MatchingLabels{"kubevirt.io": "virt-handler"}); err != nil || len(handlers.Items) == 0 {
+	if err := kc.List(ctx, &handlers, client.InNamespace(core.Namespace), client.MatchingLabels{"kubevirt.io": "virt-handler"}); err != nil || len(handlers.Items) == 0 {
 		t.Fatalf("virt-handler pods: %v (%d)", err, len(handlers.Items))
+	}
+	kube, err := kubernetes.NewForConfig(c.rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraper := accountToken(t, kube, metricsScraper, virtoperator.MetricsReaderRole)
+	stranger := accountToken(t, kube, "e2e-metrics-stranger", "")
+	ca, err := os.ReadFile(c.stack.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	// The proxies' certificate is for virt-handler's metrics Service, from the stack's CA.
+	proxied := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: virtoperator.MetricsService(virtoperator.HandlerName) + "." + core.Namespace + ".svc",
+	}}}
+	handlerURL := func(port int) string {
+		return "https://" + net.JoinHostPort(handlers.Items[0].Status.PodIP, strconv.Itoa(port)) + "/metrics"
+	}
+	for _, tc := range []struct {
+		url, token string
+		want       int
+	}{
+		{handlerURL(virtoperator.MetricsPort), "", http.StatusUnauthorized},
+		{handlerURL(virtoperator.RewriterMetricsPort), "", http.StatusUnauthorized},
+		{handlerURL(virtoperator.MetricsPort), stranger, http.StatusForbidden},
+	} {
+		eventually(t, 30*time.Second, fmt.Sprintf("%s refused", tc.url), func(ctx context.Context) error {
+			_, err := scrapeWith(ctx, proxied, tc.url, tc.token)
+			var refused statusError
+			if !errors.As(err, &refused) || int(refused) != tc.want {
+				return fmt.Errorf("got %v, want status %d", err, tc.want)
+			}
+			return nil
+		})
 	}
 	for _, tc := range []struct {
 		component, url string
@@ -53,13 +110,20 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 			{"kubevirt_virt_api_admission_reviews_total", map[string]string{"path": "/virtualmachines-validate", "decision": "allowed"}, 1},
 			{"kubevirt_virt_api_request_duration_seconds", map[string]string{"route": "virtualmachineinstances/unpause"}, 1},
 		}},
-		{"virt-handler", fmt.Sprintf("http://%s:%d/metrics", handlers.Items[0].Status.PodIP, core.HandlerMetricsPort), []series{
+		{"virt-handler", handlerURL(virtoperator.MetricsPort), []series{
 			{"controller_runtime_reconcile_total", map[string]string{"result": "success"}, 1},
 		}},
+		{"virt-handler's rewriter", handlerURL(virtoperator.RewriterMetricsPort), []series{
+			{"kube_api_rewriter_requests_total", nil, 1},
+		}},
 	} {
+		hc, token := http.DefaultClient, ""
+		if strings.HasPrefix(tc.url, "https://") {
+			hc, token = proxied, scraper
+		}
 		// Counters lag their requests by nothing, but the VMI collector reads an informer cache.
 		eventually(t, 30*time.Second, tc.component+" metrics", func(ctx context.Context) error {
-			families, err := scrape(ctx, tc.url)
+			families, err := scrapeWith(ctx, hc, tc.url, token)
 			if err != nil {
 				return err
 			}
@@ -73,18 +137,61 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 	}
 }
 
-func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+// accountToken is a token of a new account in the core's namespace, bound to the ClusterRole
+// role unless that is empty; the account and binding go at the end of the test.
+func accountToken(t *testing.T, kube kubernetes.Interface, name, role string) string {
+	t.Helper()
+	ctx := testenv.Context(t)
+	if _, err := kube.CoreV1().ServiceAccounts(core.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.CoreV1().ServiceAccounts(core.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if role != "" {
+		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: core.Namespace}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(core.Namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// statusError is a scrape answered with another status than 200.
+type statusError int
+
+func (e statusError) Error() string {
+	return fmt.Sprintf("status %d %s", int(e), http.StatusText(int(e)))
+}
+
+// scrapeWith scrapes url with hc, with the bearer token when it is set.
+func scrapeWith(ctx context.Context, hc *http.Client, url, token string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %w", url, statusError(resp.StatusCode))
 	}
 	families, err := parseMetrics(resp.Body)
 	if err != nil {

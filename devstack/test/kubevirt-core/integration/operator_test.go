@@ -308,6 +308,7 @@ func TestOperatorInstallsAndRemovesTheCore(t *testing.T) {
 	})
 	t.Run("stored renamed", func(t *testing.T) { checkStoredRenamed(t, fx, ns) })
 	t.Run("rbac works", func(t *testing.T) { checkRBAC(t, fx, ns) })
+	t.Run("metrics through kube-rbac-proxy", func(t *testing.T) { checkMetricsProxy(t, fx, ns) })
 	t.Run("a second KubeVirt is not honoured", func(t *testing.T) { checkSecondKubeVirt(t, fx) })
 
 	// The kubelet's part: the pods the controllers made run. The Deployments and the DaemonSet
@@ -402,8 +403,9 @@ func checkShape(t *testing.T, fx *fixture, ns string) {
 		api.Labels[kubevirtv1.ManagedByLabel] != "virt-operator" || *api.Spec.Replicas != 1 {
 		t.Errorf("virt-api labels %v selector %v replicas %d", api.Labels, api.Spec.Selector, *api.Spec.Replicas)
 	}
-	if len(spec.Containers) != 2 || spec.Containers[0].Image != "d8v.local/virt-api:dev" || spec.Containers[1].Image != "d8v.local/kube-api-rewriter:dev" ||
-		!slices.Contains(spec.Containers[1].Args, "--webhook-listen=:24192") {
+	if len(spec.Containers) != 4 || spec.Containers[0].Image != "d8v.local/virt-api:dev" || spec.Containers[1].Image != "d8v.local/kube-api-rewriter:dev" ||
+		!slices.Contains(spec.Containers[1].Args, "--webhook-listen=:24192") ||
+		spec.Containers[2].Image != "d8v.local/kube-rbac-proxy:dev" || spec.Containers[3].Image != "d8v.local/kube-rbac-proxy:dev" {
 		t.Errorf("virt-api containers %+v", spec.Containers)
 	}
 	if ref := metav1.GetControllerOf(&api); ref == nil || ref.Kind != "KubeVirt" || ref.APIVersion != "kubevirt.io/v1" {
@@ -494,6 +496,22 @@ func checkStoredRenamed(t *testing.T, fx *fixture, ns string) {
 		t.Errorf("stored kubevirt.io:edit %v %+v", edit.Labels, edit.Rules)
 	}
 
+	// A rule without groups (a non-resource URL) passes the rewriter as it is.
+	reader, err := kube.RbacV1().ClusterRoles().Get(ctx, virtoperator.MetricsReaderRole, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("stored metrics reader rules %+v", reader.Rules)
+	}
+	metrics, err := kube.CoreV1().Services(ns).Get(ctx, virtoperator.MetricsService(virtoperator.HandlerName), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metrics.Labels["prometheus.kubevirt.internal.virtualization.deckhouse.io"] != "true" || metrics.Spec.Selector[renamedLabel] != "virt-handler" {
+		t.Errorf("stored virt-handler metrics Service labels %v selector %v", metrics.Labels, metrics.Spec.Selector)
+	}
+
 	vwc, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, virtoperator.ValidatingWebhooks, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -544,6 +562,46 @@ func checkRBAC(t *testing.T, fx *fixture, ns string) {
 		{"alice", "kubevirt.io", "virtualmachines", "create", true},
 		{"alice", "subresources.kubevirt.io", "virtualmachines/start", "update", true},
 		{"alice", "kubevirt.io", "kubevirts", "delete", false},
+		// Every pod's kube-rbac-proxies review the scrapes' tokens and access.
+		{sa("kubevirt-controller"), "authentication.k8s.io", "tokenreviews", "create", true},
+		{sa("kubevirt-handler"), "authentication.k8s.io", "tokenreviews", "create", true},
+		{sa("kubevirt-apiserver"), "authentication.k8s.io", "tokenreviews", "create", true},
+		{sa("kubevirt-controller"), "authorization.k8s.io", "subjectaccessreviews", "create", true},
+		{sa("kubevirt-handler"), "authorization.k8s.io", "subjectaccessreviews", "create", true},
+		{sa("kubevirt-apiserver"), "authorization.k8s.io", "subjectaccessreviews", "create", true},
+	}
+	// A scraper bound to the metrics reader may get /metrics, and nothing else; alice may not.
+	if _, err := fx.env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scraper-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: virtoperator.MetricsReaderRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "scraper"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = fx.env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), "scraper-"+ns, metav1.DeleteOptions{})
+	})
+	for _, tt := range []struct {
+		user, path, verb string
+		want             bool
+	}{
+		{"scraper", "/metrics", "get", true},
+		{"scraper", "/healthz/etcd", "get", false},
+		{"scraper", "/metrics", "post", false},
+		{"alice", "/metrics", "get", false},
+	} {
+		eventually(t, fmt.Sprintf("%s %s %s", tt.user, tt.verb, tt.path), func(ctx context.Context) error {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: tt.user, NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: tt.path, Verb: tt.verb},
+			}}
+			if err := fx.client.Create(ctx, review); err != nil {
+				return err
+			}
+			if review.Status.Allowed != tt.want {
+				return fmt.Errorf("allowed %v, want %v", review.Status.Allowed, tt.want)
+			}
+			return nil
+		})
 	}
 	for _, tt := range tests {
 		// Aggregation into edit happens in the controller manager, a moment after the roles.
