@@ -6,7 +6,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,24 +45,6 @@ func KubeconfigPath(s *controlplane.Stack) string {
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-func httpReady(url string) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
-}
-
 // rewriter is a kube-api-rewriter in front of one component, with the admin's credentials.
 func rewriter(o Options, name, apiAddr, healthAddr, netns string) controlplane.Component {
 	c := controlplane.Component{
@@ -77,7 +58,7 @@ func rewriter(o Options, name, apiAddr, healthAddr, netns string) controlplane.C
 		NetNS: netns,
 	}
 	if netns == "" {
-		c.Ready = httpReady("http://" + healthAddr + "/readyz")
+		c.Ready = controlplane.HTTPReady("http://" + healthAddr + "/readyz")
 	}
 	return c
 }
@@ -129,7 +110,7 @@ func Components(o Options) ([]controlplane.Component, error) {
 		Before: func(context.Context) error {
 			return controlplane.WriteRewriterKubeconfig(ctrlKubeconfig, "http://"+ctrlAPI)
 		},
-		Ready: httpReady("http://" + ctrlProbe + "/readyz"),
+		Ready: controlplane.HTTPReady("http://" + ctrlProbe + "/readyz"),
 	}
 
 	// virt-api and its sidecar share a test host, as a pod's containers share its network.

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -174,21 +173,7 @@ func UsersRewriter(s *controlplane.Stack, binDir, kubeconfig string, port int) (
 			"--api-listen", api, "--health-listen", health, "--metrics-listen", "", "--log-format", "text",
 		},
 		Before: func(context.Context) error { return controlplane.WriteRewriterKubeconfig(kubeconfig, "http://"+api) },
-		Ready: func(ctx context.Context) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/readyz", nil)
-			if err != nil {
-				return err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("rewriter-users: %s", resp.Status)
-			}
-			return nil
-		},
+		Ready:  controlplane.HTTPReady("http://" + health + "/readyz"),
 	}, nil
 }
 
