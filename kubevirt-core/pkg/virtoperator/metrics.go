@@ -35,11 +35,11 @@ const KubeRBACProxyName = "kube-rbac-proxy"
 const RewriterMetricsProxyName = "kube-rbac-proxy-rewriter"
 
 // Ports and names of the metrics: the same in every pod, so one ServiceMonitor shape fits all.
-// A container port name has at most 15 characters, hence "rewriter-metric" (like the rewriter's
-// "rewriter-health"). The Services use the same names for their ports.
+// A container port name has at most 15 characters, hence "metrics-rewrite" (the chart names the
+// operator's own rewriter metrics port the same). The Services use the same names for their ports.
 const (
 	MetricsPortName         = "metrics"
-	RewriterMetricsPortName = "rewriter-metric"
+	RewriterMetricsPortName = "metrics-rewrite"
 	MetricsPort             = 8444
 	RewriterMetricsPort     = 8445
 	// MetricsPath is what the proxies let through; every other path is a 404.
