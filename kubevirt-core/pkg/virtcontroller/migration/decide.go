@@ -132,6 +132,20 @@ type Decision struct {
 	VMI *VMIUpdate
 }
 
+// NeedsConfirmation reports whether a decision rests on something the cache may not have seen
+// yet, so that it must be made again from the apiserver's objects: a target Pod to start, a VMI
+// that seems gone, or a failure of an unfinished migration (the hand-off just written into the
+// VMI may not have reached the cache, which would read as a lost hand-off).
+func NeedsConfirmation(in Input, d Decision) bool {
+	if d.Action == CreateTargetPod {
+		return true
+	}
+	if in.Migration.IsFinal() {
+		return false
+	}
+	return in.VMI == nil || d.Status.Phase == kubevirtv1.MigrationFailed
+}
+
 // Running reports whether a migration counts against the limits, as KubeVirt counts them: past
 // Pending and not finished.
 func Running(m *kubevirtv1.VirtualMachineInstanceMigration) bool {

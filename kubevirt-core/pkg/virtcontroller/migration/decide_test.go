@@ -235,3 +235,27 @@ func TestNewTargetPod(t *testing.T) {
 		t.Error("the VMI's affinity was changed")
 	}
 }
+
+func TestNeedsConfirmation(t *testing.T) {
+	failed := Decision{Status: kubevirtv1.VirtualMachineInstanceMigrationStatus{Phase: kubevirtv1.MigrationFailed}}
+	preparing := Decision{Status: kubevirtv1.VirtualMachineInstanceMigrationStatus{Phase: kubevirtv1.MigrationPreparingTarget}}
+	tests := []struct {
+		name string
+		in   Input
+		d    Decision
+		want bool
+	}{
+		{"a target pod to start", Input{Migration: mig("m", kubevirtv1.MigrationPending), VMI: runningVMI("n1")}, Decision{Action: CreateTargetPod}, true},
+		{"the VMI seems gone", Input{Migration: mig("m", kubevirtv1.MigrationScheduling)}, preparing, true},
+		{"failing a handed-off migration", Input{Migration: mig("m", kubevirtv1.MigrationPreparingTarget), VMI: runningVMI("n1")}, failed, true},
+		{"moving on", Input{Migration: mig("m", kubevirtv1.MigrationScheduled), VMI: runningVMI("n1")}, preparing, false},
+		{"finished already", Input{Migration: mig("m", kubevirtv1.MigrationFailed)}, failed, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NeedsConfirmation(tt.in, tt.d); got != tt.want {
+				t.Errorf("NeedsConfirmation = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

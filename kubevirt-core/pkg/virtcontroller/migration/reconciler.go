@@ -103,8 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	d := Decide(in)
-	if d.Action == CreateTargetPod || (in.VMI == nil && !m.IsFinal()) {
-		// Confirm at the apiserver before starting a Pod or failing for a missing VMI.
+	if NeedsConfirmation(in, d) {
 		if in, err = r.read(ctx, r.apiReader, m); err != nil {
 			return ctrl.Result{}, err
 		}
