@@ -2,7 +2,10 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -50,6 +53,9 @@ func StackComponent(s *controlplane.Stack, bin string) controlplane.Component {
 // ReleaseVolumes unmounts and detaches every volume of a stack whose provisioner stopped, keeping
 // the data (`devcluster down`); a stack without volumes has nothing to release.
 func ReleaseVolumes(ctx context.Context, s *controlplane.Stack) error {
+	if _, err := os.Stat(VolumesDir(s)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	store, err := hostvol.New(VolumesDir(s), hostvol.Exec{})
 	if err != nil {
 		return err

@@ -17,6 +17,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,6 +41,7 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/provisioner"
 )
 
 // KubeconfigEnv names the kubeconfig of a running stack that test binaries should share.
@@ -121,7 +125,17 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	stop := func() error { return s.Down(true) }
+	// Like `devcluster up`, the stack provisions volumes of its default StorageClass.
+	bin, err := buildProvisioner(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.AddComponents(provisioner.StackComponent(s, bin))
+	stop := func() error {
+		err := s.Down(false)
+		err = errors.Join(err, provisioner.ReleaseVolumes(context.Background(), s))
+		return errors.Join(err, s.Down(true))
+	}
 	if err := s.Up(ctx); err != nil {
 		return nil, nil, errors.Join(err, stop())
 	}
@@ -130,6 +144,22 @@ func start(ctx context.Context) (*Env, func() error, error) {
 		return nil, nil, errors.Join(err, stop())
 	}
 	return env, stop, nil
+}
+
+// buildProvisioner builds local-provisioner from this checkout into dir/bin.
+func buildProvisioner(dir string) (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the checkout to build local-provisioner")
+	}
+	repo := filepath.Join(filepath.Dir(file), "..", "..")
+	bin := filepath.Join(dir, "bin", provisioner.Daemon)
+	cmd := exec.Command("go", "build", "-o", bin, "./devstack/cmd/"+provisioner.Daemon)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", provisioner.Daemon, err, out)
+	}
+	return bin, nil
 }
 
 func newEnv(kubeconfig string, n localnet.Net) (*Env, error) {

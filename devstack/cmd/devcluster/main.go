@@ -1,6 +1,7 @@
 // Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
 //
-//	devcluster [flags] up [-core]    start the stack (idempotent); prints the kubeconfig path last;
+//	devcluster [flags] up [-core]    start the stack (idempotent) with its local-provisioner (the
+//	                                 default StorageClass local); prints the kubeconfig path last;
 //	                                 -core also runs kubevirt-core, each component behind a rewriter
 //	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
 //	devcluster [flags] status        show each daemon and its pid
@@ -38,6 +39,7 @@ import (
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/provisioner"
 )
 
 func main() {
@@ -74,6 +76,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The provisioner comes right after the control plane: the nodes' pods need their volumes.
+	absBin, err := filepath.Abs(*binDir)
+	if err != nil {
+		return err
+	}
+	provisionerBin := filepath.Join(absBin, provisioner.Daemon)
+	s.AddComponents(provisioner.StackComponent(s, provisionerBin))
 	// A stack that once ran the core keeps a marker, so that down and status see the core too.
 	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
 	// The marker lists the core's nodes, comma-separated.
@@ -131,6 +140,9 @@ func run() error {
 		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
 			return err
 		}
+		if _, err := os.Stat(provisionerBin); err != nil {
+			return fmt.Errorf("%s missing (run make build): %w", provisionerBin, err)
+		}
 		if err := withNodes(s); err != nil {
 			return err
 		}
@@ -152,6 +164,9 @@ func run() error {
 		// Node agents stop first (they leave their pods running), then their pods go.
 		err := s.Down(false)
 		err = errors.Join(err, cleanupNodes(s))
+		// With no pod left, the volumes are unmounted and detached; their files stay for the
+		// next up, whose provisioner attaches them again.
+		err = errors.Join(err, provisioner.ReleaseVolumes(ctx, s))
 		if *purge {
 			err = errors.Join(err, s.Down(true))
 		}
