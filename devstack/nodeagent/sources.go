@@ -84,7 +84,7 @@ func (p *Provider) volumeSource(r *podRuntime, pod *corev1.Pod, podIP string) Vo
 				}
 				return pv.Spec.HostPath.Path, nil
 			case pv.Spec.Local != nil:
-				return pv.Spec.Local.Path, nil
+				return localVolumePath(pv)
 			}
 			return "", fmt.Errorf("persistentVolume %q is neither hostPath nor local", pv.Name)
 		},

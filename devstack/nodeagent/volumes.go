@@ -32,8 +32,32 @@ type VolumeSource struct {
 	Token func(ctx context.Context, serviceAccount, audience string, expirationSeconds int64) (Token, error)
 	// CACert is the cluster CA, for the ca.crt of the automount volume.
 	CACert []byte
-	// ClaimPath finds the host directory of a bound PersistentVolumeClaim (hostPath or local PVs).
+	// ClaimPath finds the host directory (or block device) of a bound PersistentVolumeClaim
+	// (hostPath or local PVs).
 	ClaimPath func(ctx context.Context, namespace, claim string) (string, error)
+}
+
+// localVolumePath is the host path of a local PV with its symlinks resolved (the local
+// provisioner's Block volumes are a symlink to their loop device, whose number may change across
+// restarts), checked against the PV's volume mode: a directory for Filesystem, a block device
+// for Block.
+func localVolumePath(pv *corev1.PersistentVolume) (string, error) {
+	p, err := filepath.EvalSymlinks(pv.Spec.Local.Path)
+	if err != nil {
+		return "", fmt.Errorf("persistentVolume %q: %w", pv.Name, err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("persistentVolume %q: %w", pv.Name, err)
+	}
+	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock
+	switch m := st.Mode(); {
+	case block && (m&fs.ModeDevice == 0 || m&fs.ModeCharDevice != 0):
+		return "", fmt.Errorf("persistentVolume %q: volumeMode Block but %s is not a block device", pv.Name, p)
+	case !block && !m.IsDir():
+		return "", fmt.Errorf("persistentVolume %q: volumeMode Filesystem but %s is not a directory", pv.Name, p)
+	}
+	return p, nil
 }
 
 // Token is a service-account token with its lifetime.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestVolumeLayout(t *testing.T) {
@@ -262,5 +263,58 @@ func TestEtcHosts(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("/etc/hosts lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A local PV's path is resolved through symlinks (the local provisioner's Block volumes) and must
+// suit its volume mode.
+func TestLocalVolumePath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	block, fsMode := corev1.PersistentVolumeBlock, corev1.PersistentVolumeFilesystem
+	type testCase struct {
+		name, path string
+		mode       *corev1.PersistentVolumeMode
+		want       string
+		wantErr    string
+	}
+	tests := []testCase{
+		{name: "directory", path: dir, mode: &fsMode, want: dir},
+		{name: "default mode is Filesystem", path: dir, want: dir},
+		{name: "symlink to a directory", path: link, mode: &fsMode, want: dir},
+		{name: "file for Filesystem", path: file, mode: &fsMode, wantErr: "is not a directory"},
+		{name: "directory for Block", path: dir, mode: &block, wantErr: "is not a block device"},
+		{name: "character device for Block", path: "/dev/null", mode: &block, wantErr: "is not a block device"},
+		{name: "missing", path: filepath.Join(dir, "gone"), mode: &fsMode, wantErr: "no such file"},
+	}
+	if m, _ := filepath.Glob("/dev/loop[0-9]*"); len(m) > 0 {
+		devLink := filepath.Join(dir, "device")
+		if err := os.Symlink(m[0], devLink); err != nil {
+			t.Fatal(err)
+		}
+		tests = append(tests, testCase{name: "symlink to a block device", path: devLink, mode: &block, want: m[0]})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{
+				VolumeMode: tt.mode, PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: tt.path}}}}
+			got, err := localVolumePath(pv)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %q, %v; want an error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
 	}
 }
