@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/d8virt/devstack/provisioner/hostvol"
 )
 
 // Step is the next thing to do for a claim that grew, in the order of Kubernetes' resize
@@ -31,7 +34,7 @@ const (
 	StepStart
 	// StepExpand: grow the backing file and loop device, then the PV's capacity.
 	StepExpand
-	// StepResizeFS: mark FileSystemResizePending, grow the file system.
+	// StepResizeFS: mark FileSystemResizePending, grow the file system once no pod uses it.
 	StepResizeFS
 	// StepFinish: status.capacity is the PV's, the resize conditions go.
 	StepFinish
@@ -113,6 +116,9 @@ func setAllocatedStatus(pvc *corev1.PersistentVolumeClaim, s corev1.ClaimResourc
 	pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] = s
 }
 
+// inUseRetry is how often a file system that waits for its pods to go is looked at.
+const inUseRetry = 2 * time.Second
+
 // Resizer grows the volumes of claims whose requested size grew. No in-tree or CSI resizer
 // serves an external provisioner, and the volumes are on this machine, so it plays both the
 // external resizer's and kubelet's parts.
@@ -175,7 +181,14 @@ func (r *Resizer) next(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
-	if err := r.sync(ctx, key); err != nil {
+	err := r.sync(ctx, key)
+	if errors.Is(err, hostvol.ErrInUse) {
+		// The file system grows once no pod uses it; look again soon.
+		r.queue.Forget(key)
+		r.queue.AddAfter(key, inUseRetry)
+		return true
+	}
+	if err != nil {
 		r.log.Error("resize failed", "claim", key, "err", err)
 		r.queue.AddRateLimited(key)
 		return true
@@ -208,7 +221,9 @@ func (r *Resizer) sync(ctx context.Context, key string) error {
 		}
 		r.log.Info("resize", "claim", key, "pv", pv.Name, "step", step, "bytes", size)
 		if err := r.do(ctx, step, size, pvc, pv); err != nil {
-			r.events.Event(pvc, corev1.EventTypeWarning, "VolumeResizeFailed", err.Error())
+			if !errors.Is(err, hostvol.ErrInUse) {
+				r.events.Event(pvc, corev1.EventTypeWarning, "VolumeResizeFailed", err.Error())
+			}
 			return fmt.Errorf("%s: %w", step, err)
 		}
 	}
@@ -243,13 +258,16 @@ func (r *Resizer) do(ctx context.Context, step Step, size int64, pvc *corev1.Per
 			return fmt.Errorf("update volume capacity: %w", err)
 		}
 	case StepResizeFS:
-		pvc = pvc.DeepCopy()
-		setAllocatedStatus(pvc, corev1.PersistentVolumeClaimNodeResizeInProgress)
-		setCondition(pvc, &corev1.PersistentVolumeClaimCondition{Type: corev1.PersistentVolumeClaimFileSystemResizePending,
-			Status: corev1.ConditionTrue, LastTransitionTime: now,
-			Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node."})
-		if _, err := claims.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("update claim status: %w", err)
+		if !hasCondition(pvc, corev1.PersistentVolumeClaimFileSystemResizePending) {
+			pvc = pvc.DeepCopy()
+			setAllocatedStatus(pvc, corev1.PersistentVolumeClaimNodeResizePending)
+			setCondition(pvc, &corev1.PersistentVolumeClaimCondition{Type: corev1.PersistentVolumeClaimFileSystemResizePending,
+				Status: corev1.ConditionTrue, LastTransitionTime: now,
+				Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node."})
+			if _, err := claims.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update claim status: %w", err)
+			}
+			r.events.Eventf(pvc, corev1.EventTypeNormal, "FileSystemResizeRequired", "Require file system resize of volume %s on node", pv.Name)
 		}
 		if err := r.store.ResizeFS(ctx, pv.Name); err != nil {
 			return err

@@ -4,9 +4,16 @@
 // itself, reached through a symlink that stays put when the loop device's number changes (after
 // a reboot or `devcluster down`, Ensure attaches it again).
 //
-//	<dir>/<name>/disk.img   the sparse backing file
-//	<dir>/<name>/mount/     Filesystem: where the file system is mounted
-//	<dir>/<name>/device     Block: a symlink to /dev/loopN
+//	<dir>/<name>/disk.img      the sparse backing file
+//	<dir>/<name>/mount/        Filesystem: where the file system is mounted
+//	<dir>/<name>/mount/data/   Filesystem: what pods get, a directory inside the file system, so
+//	                           that it is not there at all while the file system is not mounted
+//	<dir>/<name>/device        Block: a symlink to /dev/loopN
+//
+// Growing an ext4 while it is mounted needs CAP_SYS_RESOURCE, which the machines this stack runs
+// on do not grant even to root, so ResizeFS grows a file system offline, when no container has
+// it mounted: Kubernetes' own protocol for such volumes (FileSystemResizePending until the pod
+// restarts).
 package hostvol
 
 import (
@@ -27,8 +34,12 @@ import (
 const (
 	diskFile   = "disk.img"
 	mountDir   = "mount"
+	dataDir    = "data"
 	deviceLink = "device"
 )
+
+// ErrInUse is ResizeFS's answer while a container has the file system mounted.
+var ErrInUse = errors.New("the file system is in use: it grows when no pod uses it")
 
 // Runner runs a program and returns its combined output.
 type Runner interface {
@@ -75,14 +86,16 @@ func New(dir string, run Runner) (*Store, error) {
 // Dir is the volume directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Path is what a pod uses of the volume: the mounted directory of a Filesystem volume, the
-// device symlink of a Block volume.
+// Path is what a pod uses of the volume: a directory in the mounted file system of a Filesystem
+// volume, the device symlink of a Block volume.
 func (s *Store) Path(name string, mode corev1.PersistentVolumeMode) string {
 	if mode == corev1.PersistentVolumeBlock {
 		return filepath.Join(s.dir, name, deviceLink)
 	}
-	return filepath.Join(s.dir, name, mountDir)
+	return filepath.Join(s.mountPoint(name), dataDir)
 }
+
+func (s *Store) mountPoint(name string) string { return filepath.Join(s.dir, name, mountDir) }
 
 func (s *Store) image(name string) string { return filepath.Join(s.dir, name, diskFile) }
 
@@ -161,7 +174,7 @@ func (s *Store) Ensure(ctx context.Context, name string, mode corev1.PersistentV
 		}
 		return nil
 	}
-	mp := s.Path(name, mode)
+	mp := s.mountPoint(name)
 	if err := os.MkdirAll(mp, 0o755); err != nil {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
@@ -173,6 +186,10 @@ func (s *Store) Ensure(ctx context.Context, name string, mode corev1.PersistentV
 		if err := unix.Mount(dev, mp, "ext4", 0, ""); err != nil {
 			return fmt.Errorf("volume %s: mount %s on %s: %w", name, dev, mp, err)
 		}
+	}
+	// Only in the mounted file system: never a directory of the host's in its place.
+	if err := os.Mkdir(s.Path(name, mode), 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("volume %s: %w", name, err)
 	}
 	return nil
 }
@@ -257,19 +274,87 @@ func (s *Store) Grow(ctx context.Context, name string, mode corev1.PersistentVol
 	return nil
 }
 
-// ResizeFS grows a Filesystem volume's ext4 to its device, online.
-func (s *Store) ResizeFS(ctx context.Context, name string) error {
-	if err := s.Ensure(ctx, name, corev1.PersistentVolumeFilesystem); err != nil {
+// ResizeFS grows a Filesystem volume's ext4 to its device. It unmounts the file system, checks
+// and grows it, and mounts it again; while a container has it mounted (the device is held
+// exclusively by the mounted file system) it changes nothing and returns ErrInUse. While the
+// file system is unmounted its data directory does not exist, so no pod starting meanwhile can
+// bind the host's empty mount point instead.
+func (s *Store) ResizeFS(ctx context.Context, name string) (err error) {
+	fsMode := corev1.PersistentVolumeFilesystem
+	if err := s.Ensure(ctx, name, fsMode); err != nil {
 		return err
 	}
 	dev, err := s.Device(name)
 	if err != nil {
 		return err
 	}
+	// Look before unmounting, so that a pod that runs keeps its volume's directory on the host
+	// (a container restarting binds it again).
+	if busy, err := mountedElsewhere(dev); err != nil || busy {
+		return errors.Join(err, ErrInUse)
+	}
+	if err := unix.Unmount(s.mountPoint(name), 0); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return ErrInUse
+		}
+		return fmt.Errorf("volume %s: unmount: %w", name, err)
+	}
+	defer func() { err = errors.Join(err, s.Ensure(ctx, name, fsMode)) }()
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EBUSY) {
+		return ErrInUse
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	unix.Close(fd)
+	// resize2fs wants a freshly checked file system; exit status 1 means errors were fixed.
+	var exit *exec.ExitError
+	if _, err := s.run.Run(ctx, "e2fsck", "-f", "-p", dev); err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
 	if _, err := s.run.Run(ctx, "resize2fs", dev); err != nil {
 		return fmt.Errorf("volume %s: %w", name, err)
 	}
 	return nil
+}
+
+// mountedElsewhere tells whether a mount namespace other than this process's (a container's)
+// has a file system of the device mounted.
+func mountedElsewhere(dev string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", dev, err)
+	}
+	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
+	own, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return false, err
+	}
+	seen := map[string]bool{own: true}
+	pids, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pids {
+		ns, err := os.Readlink(filepath.Join(p, "ns", "mnt"))
+		if err != nil || seen[ns] {
+			continue // gone meanwhile, or a namespace already looked at
+		}
+		seen[ns] = true
+		f, err := os.Open(filepath.Join(p, "mountinfo"))
+		if err != nil {
+			continue
+		}
+		ms, err := mountinfo.GetMountsFromReader(f, func(m *mountinfo.Info) (bool, bool) {
+			return m.Major != major || m.Minor != minor, false
+		})
+		f.Close()
+		if err == nil && len(ms) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Release unmounts the volume and detaches its loop device, keeping its data. A device still
@@ -278,7 +363,7 @@ func (s *Store) Release(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	mp := s.Path(name, corev1.PersistentVolumeFilesystem)
+	mp := s.mountPoint(name)
 	if mounted, err := mountinfo.Mounted(mp); err == nil && mounted {
 		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("volume %s: unmount %s: %w", name, mp, err)
