@@ -2,14 +2,15 @@
 # Installs the Debian packages the project needs on a fresh Debian 12 machine, as root. Idempotent:
 # when every package is already installed it does nothing, not even `apt-get update`.
 #
-# The set covers the local network (iproute2), the node side (libvirt with the sysv init variant,
+# The set covers the local network (iproute2), the local stack's volumes (losetup from util-linux,
+# mkfs.ext4, e2fsck and resize2fs from e2fsprogs), the node side (libvirt with the sysv init variant,
 # since there is no systemd, QEMU for TCG guests, ISO tools for cloud-init) and the tiny guest
 # image (the Debian cloud kernel and a static busybox), and promtool (from the prometheus package)
 # for the chart's alert rules and their unit tests.
 set -euo pipefail
 
 packages=(
-  ca-certificates iproute2 iptables util-linux procps curl
+  ca-certificates iproute2 iptables util-linux procps curl e2fsprogs
   libvirt-daemon-system libvirt-daemon-system-sysv libvirt-dev pkg-config
   qemu-system-x86 qemu-utils xorriso genisoimage
   busybox-static cpio linux-image-cloud-amd64 syslinux syslinux-common mtools dosfstools
