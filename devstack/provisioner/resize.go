@@ -219,7 +219,8 @@ func (r *Resizer) sync(ctx context.Context, key string) error {
 		if step == StepNone {
 			return nil
 		}
-		r.log.Info("resize", "claim", key, "pv", pv.Name, "step", step, "bytes", size)
+		// Debug: a file system waiting for its pod is looked at every few seconds.
+		r.log.Debug("resize", "claim", key, "pv", pv.Name, "step", step, "bytes", size)
 		if err := r.do(ctx, step, size, pvc, pv); err != nil {
 			if !errors.Is(err, hostvol.ErrInUse) {
 				r.events.Event(pvc, corev1.EventTypeWarning, "VolumeResizeFailed", err.Error())
@@ -286,6 +287,7 @@ func (r *Resizer) do(ctx context.Context, step Step, size int64, pvc *corev1.Per
 			return fmt.Errorf("update claim status: %w", err)
 		}
 		r.events.Eventf(fresh, corev1.EventTypeNormal, "VolumeResizeSuccessful", "resize volume %s to %s", pv.Name, q.String())
+		r.log.Info("volume resized", "claim", pvc.Namespace+"/"+pvc.Name, "pv", pv.Name, "bytes", size)
 	}
 	return nil
 }
