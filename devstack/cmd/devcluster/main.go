@@ -77,11 +77,15 @@ func run() error {
 		return err
 	}
 	// The provisioner comes right after the control plane: the nodes' pods need their volumes.
-	absBin, err := filepath.Abs(*binDir)
+	def, err := defaultProvisionerBinary(*binDir)
 	if err != nil {
 		return err
 	}
-	provisionerBin := filepath.Join(absBin, provisioner.Daemon)
+	starts := args[0] == "up" || (len(args) > 1 && args[1] == "up" && (args[0] == "node" || args[0] == "module"))
+	provisionerBin, err := provisionerBinary(cfg.StateDir, def, starts)
+	if err != nil {
+		return err
+	}
 	s.AddComponents(provisioner.StackComponent(s, provisionerBin))
 	// A stack that once ran the core keeps a marker, so that down and status see the core too.
 	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
@@ -139,9 +143,6 @@ func run() error {
 	case "up":
 		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
 			return err
-		}
-		if _, err := os.Stat(provisionerBin); err != nil {
-			return fmt.Errorf("%s missing (run make build): %w", provisionerBin, err)
 		}
 		if err := withNodes(s); err != nil {
 			return err
