@@ -108,8 +108,8 @@ func (c Client) Targets(ctx context.Context) ([]Target, error) {
 // Query evaluates an instant query that returns a vector.
 func (c Client) Query(ctx context.Context, q string) ([]Sample, error) {
 	var data struct {
-		ResultType string   `json:"resultType"`
-		Result     []Sample `json:"result"`
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
 	}
 	if err := c.get(ctx, "/api/v1/query?query="+url.QueryEscape(q), &data); err != nil {
 		return nil, err
@@ -117,7 +117,11 @@ func (c Client) Query(ctx context.Context, q string) ([]Sample, error) {
 	if data.ResultType != "vector" {
 		return nil, fmt.Errorf("query %s: a %s, not a vector", q, data.ResultType)
 	}
-	return data.Result, nil
+	var out []Sample
+	if err := json.Unmarshal(data.Result, &out); err != nil {
+		return nil, fmt.Errorf("query %s: %w", q, err)
+	}
+	return out, nil
 }
 
 func (c Client) get(ctx context.Context, path string, into any) error {
