@@ -17,9 +17,8 @@ const PodTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // Env is what the generated configuration needs of the Prometheus that runs it.
 type Env struct {
-	// APIServer is the apiserver's URL for service discovery, APIServerCAFile its CA and
-	// DiscoveryTokenFile the token Prometheus lists Endpoints, Services and Pods with.
-	APIServer, APIServerCAFile, DiscoveryTokenFile string
+	// TargetsDir holds the discovered targets, a file per namespace (TargetsFile).
+	TargetsDir string
 	// ServiceAccountTokenFile is the file that stands for PodTokenFile: the token of the
 	// account Prometheus scrapes as.
 	ServiceAccountTokenFile string
@@ -42,30 +41,28 @@ type Global struct {
 
 // ScrapeConfig is one job.
 type ScrapeConfig struct {
-	JobName             string         `json:"job_name"`
-	HonorLabels         bool           `json:"honor_labels"`
-	KubernetesSDConfigs []KubernetesSD `json:"kubernetes_sd_configs"`
-	ScrapeInterval      string         `json:"scrape_interval,omitempty"`
-	ScrapeTimeout       string         `json:"scrape_timeout,omitempty"`
-	MetricsPath         string         `json:"metrics_path,omitempty"`
-	Scheme              string         `json:"scheme,omitempty"`
-	TLSConfig           *TLS           `json:"tls_config,omitempty"`
-	Authorization       *Authorization `json:"authorization,omitempty"`
-	RelabelConfigs      []Relabel      `json:"relabel_configs"`
+	JobName        string         `json:"job_name"`
+	HonorLabels    bool           `json:"honor_labels"`
+	FileSDConfigs  []FileSD       `json:"file_sd_configs"`
+	ScrapeInterval string         `json:"scrape_interval,omitempty"`
+	ScrapeTimeout  string         `json:"scrape_timeout,omitempty"`
+	MetricsPath    string         `json:"metrics_path,omitempty"`
+	Scheme         string         `json:"scheme,omitempty"`
+	TLSConfig      *TLS           `json:"tls_config,omitempty"`
+	Authorization  *Authorization `json:"authorization,omitempty"`
+	RelabelConfigs []Relabel      `json:"relabel_configs"`
 }
 
-// KubernetesSD is a kubernetes_sd_configs entry.
-type KubernetesSD struct {
-	Role          string         `json:"role"`
-	APIServer     string         `json:"api_server"`
-	Authorization *Authorization `json:"authorization,omitempty"`
-	TLSConfig     *TLS           `json:"tls_config,omitempty"`
-	Namespaces    Namespaces     `json:"namespaces"`
+// FileSD is a file_sd_configs entry: the files Discover writes, one per namespace, stand in for
+// kubernetes_sd_configs with role endpointslice restricted to those namespaces (Debian builds
+// Prometheus without the Kubernetes service discovery).
+type FileSD struct {
+	Files []string `json:"files"`
 }
 
-// Namespaces restricts discovery.
-type Namespaces struct {
-	Names []string `json:"names"`
+// TargetsFile is where Discover writes the targets of a namespace.
+func TargetsFile(dir, namespace string) string {
+	return filepath.Join(dir, "endpointslices_"+namespace+".json")
 }
 
 // TLS is a tls_config.
@@ -97,32 +94,53 @@ type File struct {
 	Path                       string
 }
 
+// Needs is what the configuration reads besides itself: the CA files and the targets of the
+// namespaces (TargetsFile).
+type Needs struct {
+	Files      []File
+	Namespaces []string
+}
+
 // YAML is the configuration file's content.
 func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
 
 // Generate is the configuration for the ServiceMonitors: one job per endpoint, named
 // serviceMonitor/<namespace>/<name>/<index> as the operator names it, in a stable order. The
-// second result lists the files the configuration expects under env.FilesDir.
-func Generate(sms []ServiceMonitor, env Env) (Config, []File, error) {
+// second result says what the configuration reads.
+func Generate(sms []ServiceMonitor, env Env) (Config, Needs, error) {
 	sms = slices.Clone(sms)
 	slices.SortFunc(sms, func(a, b ServiceMonitor) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	cfg := Config{Global: Global{ScrapeInterval: env.ScrapeInterval}, ScrapeConfigs: []ScrapeConfig{}}
-	var files []File
+	var needs Needs
 	for _, sm := range sms {
+		for _, ns := range namespaces(sm) {
+			if !slices.Contains(needs.Namespaces, ns) {
+				needs.Namespaces = append(needs.Namespaces, ns)
+			}
+		}
 		for i, ep := range sm.Spec.Endpoints {
 			sc, f, err := scrapeConfig(sm, i, ep, env)
 			if err != nil {
-				return Config{}, nil, fmt.Errorf("ServiceMonitor %s/%s: spec.endpoints[%d]: %w", sm.Namespace, sm.Name, i, err)
+				return Config{}, Needs{}, fmt.Errorf("ServiceMonitor %s/%s: spec.endpoints[%d]: %w", sm.Namespace, sm.Name, i, err)
 			}
 			cfg.ScrapeConfigs = append(cfg.ScrapeConfigs, sc)
-			if f != nil && !slices.Contains(files, *f) {
-				files = append(files, *f)
+			if f != nil && !slices.Contains(needs.Files, *f) {
+				needs.Files = append(needs.Files, *f)
 			}
 		}
 	}
-	return cfg, files, nil
+	slices.Sort(needs.Namespaces)
+	return cfg, needs, nil
+}
+
+// namespaces are those of a ServiceMonitor's Services: its selector's, or its own.
+func namespaces(sm ServiceMonitor) []string {
+	if ns := sm.Spec.NamespaceSelector.MatchNames; len(ns) > 0 {
+		return ns
+	}
+	return []string{sm.Namespace}
 }
 
 func scrapeConfig(sm ServiceMonitor, i int, ep Endpoint, env Env) (ScrapeConfig, *File, error) {
@@ -137,20 +155,14 @@ func scrapeConfig(sm ServiceMonitor, i int, ep Endpoint, env Env) (ScrapeConfig,
 			return ScrapeConfig{}, nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	namespaces := sm.Spec.NamespaceSelector.MatchNames
-	if len(namespaces) == 0 {
-		namespaces = []string{sm.Namespace}
+	var files []string
+	for _, ns := range namespaces(sm) {
+		files = append(files, TargetsFile(env.TargetsDir, ns))
 	}
 	sc := ScrapeConfig{
-		JobName:     fmt.Sprintf("serviceMonitor/%s/%s/%d", sm.Namespace, sm.Name, i),
-		HonorLabels: ep.HonorLabels,
-		KubernetesSDConfigs: []KubernetesSD{{
-			Role:          "endpoints",
-			APIServer:     env.APIServer,
-			Authorization: &Authorization{Type: "Bearer", CredentialsFile: env.DiscoveryTokenFile},
-			TLSConfig:     &TLS{CAFile: env.APIServerCAFile},
-			Namespaces:    Namespaces{Names: slices.Clone(namespaces)},
-		}},
+		JobName:        fmt.Sprintf("serviceMonitor/%s/%s/%d", sm.Namespace, sm.Name, i),
+		HonorLabels:    ep.HonorLabels,
+		FileSDConfigs:  []FileSD{{Files: files}},
 		ScrapeInterval: ep.Interval,
 		ScrapeTimeout:  ep.ScrapeTimeout,
 		MetricsPath:    ep.Path,
@@ -201,7 +213,8 @@ var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 // sanitize turns a Kubernetes label key into the suffix of its discovery meta label.
 func sanitize(key string) string { return invalidLabelChars.ReplaceAllString(key, "_") }
 
-// relabelings are the operator's for a ServiceMonitor endpoint selected by port name: keep the
+// relabelings are the operator's for a ServiceMonitor endpoint selected by port name, with its
+// service discovery role EndpointSlice: keep the
 // selected Services and the port, set node or pod from the endpoint's target, then namespace,
 // service, pod, container, job and endpoint; drop finished pods.
 func relabelings(spec Spec, port string) []Relabel {
@@ -219,9 +232,9 @@ func relabelings(spec Spec, port string) []Relabel {
 			Regex:        "(" + regexp.QuoteMeta(spec.Selector.MatchLabels[k]) + ");true",
 		})
 	}
-	target := []string{"__meta_kubernetes_endpoint_address_target_kind", "__meta_kubernetes_endpoint_address_target_name"}
+	target := []string{"__meta_kubernetes_endpointslice_address_target_kind", "__meta_kubernetes_endpointslice_address_target_name"}
 	rs = append(rs,
-		Relabel{Action: "keep", SourceLabels: []string{"__meta_kubernetes_endpoint_port_name"}, Regex: regexp.QuoteMeta(port)},
+		Relabel{Action: "keep", SourceLabels: []string{"__meta_kubernetes_endpointslice_port_name"}, Regex: regexp.QuoteMeta(port)},
 		Relabel{SourceLabels: target, Separator: ";", Regex: "Node;(.*)", Replacement: "${1}", TargetLabel: "node"},
 		Relabel{SourceLabels: target, Separator: ";", Regex: "Pod;(.*)", Replacement: "${1}", TargetLabel: "pod"},
 		Relabel{SourceLabels: []string{"__meta_kubernetes_namespace"}, TargetLabel: "namespace"},

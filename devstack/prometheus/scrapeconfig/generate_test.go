@@ -10,8 +10,7 @@ import (
 )
 
 var env = Env{
-	APIServer: "https://10.213.0.1:7443", APIServerCAFile: "/p/apiserver-ca.crt", DiscoveryTokenFile: "/p/discovery-token",
-	ServiceAccountTokenFile: "/p/token", FilesDir: "/p/certs", ScrapeInterval: "30s",
+	TargetsDir: "/p/targets", ServiceAccountTokenFile: "/p/token", FilesDir: "/p/certs", ScrapeInterval: "30s",
 }
 
 // The chart's ServiceMonitor for virt-handler, as the cluster serves it.
@@ -50,21 +49,16 @@ func parseYAML(t *testing.T, doc string) ServiceMonitor {
 }
 
 // The job is what prometheus-operator v0.85 generates for the same ServiceMonitor (its
-// promcfg.go with role endpoints and one shard), with discovery credentials of the local stack.
+// promcfg.go with role endpointslice and one shard), with the targets from a file.
 func TestGenerateAsTheOperator(t *testing.T) {
-	cfg, files, err := Generate([]ServiceMonitor{parseYAML(t, handlerSM)}, env)
+	cfg, needs, err := Generate([]ServiceMonitor{parseYAML(t, handlerSM)}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := []string{"__meta_kubernetes_endpoint_address_target_kind", "__meta_kubernetes_endpoint_address_target_name"}
+	target := []string{"__meta_kubernetes_endpointslice_address_target_kind", "__meta_kubernetes_endpointslice_address_target_name"}
 	want := ScrapeConfig{
-		JobName: "serviceMonitor/d8-virtualization/virt-handler/0",
-		KubernetesSDConfigs: []KubernetesSD{{
-			Role: "endpoints", APIServer: env.APIServer,
-			Authorization: &Authorization{Type: "Bearer", CredentialsFile: "/p/discovery-token"},
-			TLSConfig:     &TLS{CAFile: "/p/apiserver-ca.crt"},
-			Namespaces:    Namespaces{Names: []string{"d8-virtualization"}},
-		}},
+		JobName:        "serviceMonitor/d8-virtualization/virt-handler/0",
+		FileSDConfigs:  []FileSD{{Files: []string{"/p/targets/endpointslices_d8-virtualization.json"}}},
 		ScrapeInterval: "5s", MetricsPath: "/metrics", Scheme: "https",
 		TLSConfig:     &TLS{CAFile: "/p/certs/secret_d8-virtualization_kubevirt-ca_ca.crt", ServerName: "virt-handler-metrics.d8-virtualization.svc"},
 		Authorization: &Authorization{Type: "Bearer", CredentialsFile: "/p/token"},
@@ -72,7 +66,7 @@ func TestGenerateAsTheOperator(t *testing.T) {
 			{SourceLabels: []string{"job"}, TargetLabel: "__tmp_prometheus_job_name"},
 			{Action: "keep", SourceLabels: []string{"__meta_kubernetes_service_label_kubevirt_internal_virtualization_deckhouse_io", "__meta_kubernetes_service_labelpresent_kubevirt_internal_virtualization_deckhouse_io"}, Regex: "(virt-handler);true"},
 			{Action: "keep", SourceLabels: []string{"__meta_kubernetes_service_label_prometheus_kubevirt_internal_virtualization_deckhouse_io", "__meta_kubernetes_service_labelpresent_prometheus_kubevirt_internal_virtualization_deckhouse_io"}, Regex: "(true);true"},
-			{Action: "keep", SourceLabels: []string{"__meta_kubernetes_endpoint_port_name"}, Regex: "metrics"},
+			{Action: "keep", SourceLabels: []string{"__meta_kubernetes_endpointslice_port_name"}, Regex: "metrics"},
 			{SourceLabels: target, Separator: ";", Regex: "Node;(.*)", Replacement: "${1}", TargetLabel: "node"},
 			{SourceLabels: target, Separator: ";", Regex: "Pod;(.*)", Replacement: "${1}", TargetLabel: "pod"},
 			{SourceLabels: []string{"__meta_kubernetes_namespace"}, TargetLabel: "namespace"},
@@ -89,8 +83,8 @@ func TestGenerateAsTheOperator(t *testing.T) {
 		t.Errorf("scrape configs:\n%s", got)
 	}
 	wantFiles := []File{{Namespace: "d8-virtualization", Kind: "Secret", Name: "kubevirt-ca", Key: "ca.crt", Path: "/p/certs/secret_d8-virtualization_kubevirt-ca_ca.crt"}}
-	if !reflect.DeepEqual(files, wantFiles) {
-		t.Errorf("files %+v", files)
+	if !reflect.DeepEqual(needs, Needs{Files: wantFiles, Namespaces: []string{"d8-virtualization"}}) {
+		t.Errorf("needs %+v", needs)
 	}
 	if cfg.Global.ScrapeInterval != "30s" {
 		t.Errorf("global %+v", cfg.Global)
@@ -104,29 +98,29 @@ func TestGenerateAsTheOperator(t *testing.T) {
 func TestGenerateVariants(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec string
-		check      func(t *testing.T, cfg Config, files []File)
+		check      func(t *testing.T, cfg Config, needs Needs)
 	}{
 		{
 			name: "own namespace, job label, plain http, a ConfigMap CA shared by two endpoints",
 			spec: `{jobLabel: app.kubernetes.io/name, selector: {}, endpoints: [{port: a, tlsConfig: {ca: {configMap: {name: ca, key: b}}}}, {port: b, tlsConfig: {ca: {configMap: {name: ca, key: b}}}}]}`,
-			check: func(t *testing.T, cfg Config, files []File) {
+			check: func(t *testing.T, cfg Config, needs Needs) {
 				sc := cfg.ScrapeConfigs[1]
-				if sc.JobName != "serviceMonitor/ns/sm/1" || sc.KubernetesSDConfigs[0].Namespaces.Names[0] != "ns" || sc.Authorization != nil {
+				if sc.JobName != "serviceMonitor/ns/sm/1" || sc.FileSDConfigs[0].Files[0] != "/p/targets/endpointslices_ns.json" || sc.Authorization != nil {
 					t.Errorf("%+v", sc)
 				}
 				last := sc.RelabelConfigs[len(sc.RelabelConfigs)-2]
 				if last.SourceLabels[0] != "__meta_kubernetes_service_label_app_kubernetes_io_name" || last.TargetLabel != "job" || last.Regex != "(.+)" {
 					t.Errorf("job label relabeling %+v", last)
 				}
-				if len(files) != 1 || files[0].Kind != "ConfigMap" || files[0].Path != "/p/certs/configmap_ns_ca_b" {
-					t.Errorf("files %+v", files)
+				if files := needs.Files; len(files) != 1 || files[0].Kind != "ConfigMap" || files[0].Path != "/p/certs/configmap_ns_ca_b" || needs.Namespaces[0] != "ns" {
+					t.Errorf("needs %+v", needs)
 				}
 			},
 		},
 		{
 			name: "a token file of the host stays as it is; a label value is matched literally",
 			spec: `{selector: {matchLabels: {v: "1.2"}}, endpoints: [{port: m, bearerTokenFile: /etc/t}]}`,
-			check: func(t *testing.T, cfg Config, _ []File) {
+			check: func(t *testing.T, cfg Config, _ Needs) {
 				sc := cfg.ScrapeConfigs[0]
 				if sc.Authorization.CredentialsFile != "/etc/t" || sc.RelabelConfigs[1].Regex != `(1\.2);true` {
 					t.Errorf("%+v", sc)
@@ -136,11 +130,11 @@ func TestGenerateVariants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sm := parseYAML(t, "{apiVersion: monitoring.coreos.com/v1, kind: ServiceMonitor, metadata: {name: sm, namespace: ns}, spec: "+tc.spec+"}")
-			cfg, files, err := Generate([]ServiceMonitor{sm}, env)
+			cfg, needs, err := Generate([]ServiceMonitor{sm}, env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.check(t, cfg, files)
+			tc.check(t, cfg, needs)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package scrapeconfig
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,19 +37,28 @@ func Load(ctx context.Context, dyn dynamic.Interface, namespace string) ([]Servi
 	return out, nil
 }
 
-// Write generates the configuration of the namespace's ServiceMonitors into path and the files
-// it reads (the CAs) into env.FilesDir, from the cluster's Secrets and ConfigMaps.
-func Write(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, namespace string, env Env, path string) error {
-	sms, err := Load(ctx, dyn, namespace)
+// Clients are the cluster's clients: Operator reads the ServiceMonitors and their CAs, as
+// prometheus-operator would with its account; Discovery lists EndpointSlices, Services and Pods,
+// as Prometheus would with its own.
+type Clients struct {
+	Operator  kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Discovery kubernetes.Interface
+}
+
+// Write generates the configuration of a namespace's ServiceMonitors into path, the CA files it
+// reads into env.FilesDir and the targets into env.TargetsDir (Discover).
+func Write(ctx context.Context, c Clients, namespace string, env Env, path string) error {
+	sms, err := Load(ctx, c.Dynamic, namespace)
 	if err != nil {
 		return err
 	}
-	cfg, files, err := Generate(sms, env)
+	cfg, needs, err := Generate(sms, env)
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		data, err := fetch(ctx, kube, f)
+	for _, f := range needs.Files {
+		data, err := fetch(ctx, c.Operator, f)
 		if err != nil {
 			return err
 		}
@@ -56,11 +66,46 @@ func Write(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface
 			return err
 		}
 	}
+	if err := Discover(ctx, c.Discovery, needs.Namespaces, env.TargetsDir); err != nil {
+		return err
+	}
 	out, err := cfg.YAML()
 	if err != nil {
 		return fmt.Errorf("marshal the scrape configuration: %w", err)
 	}
 	return writeFile(path, out, 0o644)
+}
+
+// Discover writes the targets of each namespace (Targets) into its TargetsFile under dir;
+// Prometheus rereads a file when it changes, so calling it again refreshes the targets.
+func Discover(ctx context.Context, kube kubernetes.Interface, namespaces []string, dir string) error {
+	for _, ns := range namespaces {
+		eps, err := kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("discover in %s: %w", ns, err)
+		}
+		svcs, err := kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("discover in %s: %w", ns, err)
+		}
+		pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("discover in %s: %w", ns, err)
+		}
+		data, err := json.Marshal(Targets(ns, eps.Items, svcs.Items, pods.Items))
+		if err != nil {
+			return fmt.Errorf("discover in %s: %w", ns, err)
+		}
+		// Prometheus must never read half a file: write aside, then rename.
+		path := TargetsFile(dir, ns)
+		if err := writeFile(path+".tmp", data, 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			return fmt.Errorf("discover in %s: %w", ns, err)
+		}
+	}
+	return nil
 }
 
 func fetch(ctx context.Context, kube kubernetes.Interface, f File) ([]byte, error) {

@@ -1,10 +1,13 @@
 // Package scrapeconfig turns prometheus-operator's ServiceMonitors into the Prometheus scrape
-// configuration the operator would generate for them (kubernetes_sd_configs with role endpoints,
-// the port kept by name, the operator's relabelings for the job, namespace, service, pod,
-// container and endpoint labels), for a Prometheus that runs on the local stack as a host
-// process. It understands the ServiceMonitor fields the chart uses and refuses the others by
-// name, so a ServiceMonitor it cannot honour fails loudly instead of being scraped differently.
-// docs/chart.md says why this is not the operator itself.
+// configuration the operator would generate for them (service discovery role endpointslice, the
+// port kept by name, the operator's relabelings for the job, namespace, service, pod, container
+// and endpoint labels), for a Prometheus that runs on the local stack as a host process. Debian
+// builds Prometheus without the Kubernetes service discovery, so the discovery is done here
+// (Discover): it writes the targets with the labels the Kubernetes discovery would give them into
+// file_sd files, and the relabelings work on them unchanged. It understands the ServiceMonitor
+// fields the chart uses and refuses the others by name, so a ServiceMonitor it cannot honour
+// fails loudly instead of being scraped differently. docs/chart.md says why this is not the
+// operator itself.
 package scrapeconfig
 
 import (

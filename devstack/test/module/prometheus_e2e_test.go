@@ -22,6 +22,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/prometheus"
@@ -30,8 +32,8 @@ import (
 )
 
 // Prometheus' accounts: it scrapes as scraper (bound to the metrics-reader ClusterRole by the
-// chart's monitoring.scrapers) and lists the targets with it too (a Role of the module's
-// namespace, as a platform's Prometheus may); outsider has no right to the metrics.
+// chart's monitoring.scrapers) and discovers the targets with it too (a Role on EndpointSlices,
+// Services and Pods of the module's namespace); outsider has no right to the metrics.
 const (
 	promNamespace = "d8v-prometheus"
 	scraper       = "prometheus"
@@ -78,15 +80,22 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Prometheus discovers the targets with its own account, as it would in a cluster.
+	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: tokens[scraper],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: st.s.CAFile()}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := prometheus.New(dir, freeLoopbackAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := scrapeconfig.Env{
-		APIServer: cfg.Host, APIServerCAFile: st.s.CAFile(), DiscoveryTokenFile: tokenFile,
-		ServiceAccountTokenFile: tokenFile, FilesDir: filepath.Join(dir, "certs"), ScrapeInterval: "5s",
+		TargetsDir: filepath.Join(dir, "targets"), ServiceAccountTokenFile: tokenFile,
+		FilesDir: filepath.Join(dir, "certs"), ScrapeInterval: "5s",
 	}
-	if err := scrapeconfig.Write(ctx, st.kube, dyn, module.Namespace, env, srv.ConfigFile()); err != nil {
+	clients := scrapeconfig.Clients{Operator: st.kube, Dynamic: dyn, Discovery: discovery}
+	if err := scrapeconfig.Write(ctx, clients, module.Namespace, env, srv.ConfigFile()); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {
@@ -142,8 +151,10 @@ func accounts(t *testing.T, ctx context.Context, st *stack) map[string]string {
 	rbac := st.kube.RbacV1()
 	discovery := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery", Namespace: module.Namespace},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "pods"},
-			Verbs: []string{"get", "list", "watch"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		},
 	}
 	if _, err := rbac.Roles(module.Namespace).Create(ctx, discovery, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
