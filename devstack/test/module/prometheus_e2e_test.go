@@ -65,7 +65,6 @@ func installMonitoringCRDs(t *testing.T, st *stack) {
 // that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
-	t.Helper()
 	dir := t.TempDir()
 	tokens := accounts(t, ctx, st)
 	tokenFile := filepath.Join(dir, "token")
