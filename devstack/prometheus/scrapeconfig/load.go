@@ -112,21 +112,21 @@ func fetch(ctx context.Context, kube kubernetes.Interface, f File) ([]byte, erro
 	if f.Kind == "ConfigMap" {
 		cm, err := kube.CoreV1().ConfigMaps(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("ConfigMap %s/%s: %w", f.Namespace, f.Name, err)
+			return nil, fmt.Errorf("read the ConfigMap %s/%s: %w", f.Namespace, f.Name, err)
 		}
 		if v, ok := cm.Data[f.Key]; ok {
 			return []byte(v), nil
 		}
-		return nil, fmt.Errorf("ConfigMap %s/%s has no key %s", f.Namespace, f.Name, f.Key)
+		return nil, fmt.Errorf("the ConfigMap %s/%s has no key %s", f.Namespace, f.Name, f.Key)
 	}
 	s, err := kube.CoreV1().Secrets(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: %w", f.Namespace, f.Name, err)
+		return nil, fmt.Errorf("read the Secret %s/%s: %w", f.Namespace, f.Name, err)
 	}
 	if v, ok := s.Data[f.Key]; ok {
 		return v, nil
 	}
-	return nil, fmt.Errorf("Secret %s/%s has no key %s", f.Namespace, f.Name, f.Key)
+	return nil, fmt.Errorf("the Secret %s/%s has no key %s", f.Namespace, f.Name, f.Key)
 }
 
 func writeFile(path string, data []byte, mode os.FileMode) error {
