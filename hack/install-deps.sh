@@ -5,8 +5,8 @@
 # The set covers the local network (iproute2), the local stack's volumes (losetup from util-linux,
 # mkfs.ext4, e2fsck and resize2fs from e2fsprogs), the node side (libvirt with the sysv init variant,
 # since there is no systemd, QEMU for TCG guests, ISO tools for cloud-init) and the tiny guest
-# image (the Debian cloud kernel and a static busybox), and promtool (from the prometheus package)
-# for the chart's alert rules and their unit tests.
+# image (the Debian cloud kernel and a static busybox), and the prometheus package: promtool for the
+# chart's alert rules and their unit tests, and the server the module e2e test runs on the stack.
 set -euo pipefail
 
 packages=(
@@ -44,7 +44,8 @@ trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The prometheus package is here for promtool: its server stays off, now and after a reboot.
+# The package's own service stays off, now and after a reboot: tests run the server themselves,
+# with a configuration and a data directory of their own.
 if [[ " ${missing[*]} " == *" prometheus "* ]]; then
   update-rc.d prometheus disable >/dev/null 2>&1 || true
   if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then

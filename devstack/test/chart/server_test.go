@@ -3,9 +3,7 @@ package chart
 import (
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,30 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/d8virt/devstack/prometheus"
 	"github.com/d8virt/devstack/testenv"
 )
 
-// The releases whose CRDs the dry run validates the chart's custom resources against, fetched as
-// Go modules (the module proxy serves the repositories' files): prometheus-operator's
-// ServiceMonitor and PrometheusRule, cert-manager's Certificate and Issuer.
-const (
-	prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
-	certManager        = "github.com/cert-manager/cert-manager@v1.21.2"
-)
-
-// moduleDir downloads a module into the module cache and returns its directory.
-func moduleDir(t *testing.T, module string) string {
-	t.Helper()
-	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v", module, err)
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: %s %v", module, mod.Error, err)
-	}
-	return mod.Dir
-}
+// cert-manager's release whose Certificate and Issuer CRDs the dry run validates the chart's
+// custom resources against (with prometheus-operator's, prometheus.OperatorModule), fetched as a
+// Go module (the module proxy serves the repository's files).
+const certManager = "github.com/cert-manager/cert-manager@v1.21.2"
 
 // installCRDs installs the chart's CRDs (what helm installs from crds/ before the templates),
 // prometheus-operator's and cert-manager's, so that the chart's custom resources can be validated.
@@ -47,11 +29,9 @@ func installCRDs(t *testing.T, env *testenv.Env) {
 	if len(crds) == 0 {
 		t.Fatal("the chart has no CRDs")
 	}
-	prom := filepath.Join(moduleDir(t, prometheusOperator), "example", "prometheus-operator-crd")
-	cm := filepath.Join(moduleDir(t, certManager), "deploy", "crds")
+	cm := filepath.Join(testenv.ModuleDir(t, certManager), "deploy", "crds")
+	crds = append(crds, prometheus.OperatorCRDFiles(testenv.ModuleDir(t, prometheus.OperatorModule))...)
 	crds = append(crds,
-		filepath.Join(prom, "monitoring.coreos.com_servicemonitors.yaml"),
-		filepath.Join(prom, "monitoring.coreos.com_prometheusrules.yaml"),
 		filepath.Join(cm, "cert-manager.io_certificates.yaml"),
 		filepath.Join(cm, "cert-manager.io_issuers.yaml"),
 	)

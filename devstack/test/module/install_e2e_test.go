@@ -1,8 +1,9 @@
 // Package module installs the virtualization module from charts/virtualization with helm on a
 // fresh local stack of its own, as `make run` does, and checks what a platform would: every
 // component's pods Ready, each under its own ServiceAccount's token, a VM from examples/vm.yaml
-// booting with an answering console, and helm uninstall leaving the VM alone until a reinstall
-// picks it up again.
+// booting with an answering console, helm uninstall leaving the VM alone until a reinstall
+// picks it up again, and Prometheus scraping every component through kube-rbac-proxy from the
+// chart's ServiceMonitors.
 package module
 
 import (
@@ -144,12 +145,9 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err := s.Up(ctx); err != nil {
 		t.Fatalf("node and rewriter: %v", err)
 	}
-	return &stack{
-		s:        s,
-		opts:     module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName}, Log: testWriter{t}},
-		kube:     kube,
-		kubevirt: kubevirt,
-	}
+	opts := module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName},
+		Set: prometheusValues, Log: testWriter{t}}
+	return &stack{s: s, opts: opts, kube: kube, kubevirt: kubevirt}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -188,9 +186,10 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	st := start(t, ctx)
+	installMonitoringCRDs(t, st)
 
 	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
 	st.install(t, ctx)
@@ -234,6 +233,9 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if _, err := con.WaitFor(regexp.MustCompile(`answer-42`), 30*time.Second); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
+
+	t.Log("Prometheus scrapes the module from the chart's ServiceMonitors, the VM running")
+	checkPrometheus(t, ctx, st)
 }
 
 // checkServiceAccounts checks that every component's pods name their own account and that the

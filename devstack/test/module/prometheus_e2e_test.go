@@ -1,0 +1,328 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/d8virt/devstack/module"
+	"github.com/d8virt/devstack/prometheus"
+	"github.com/d8virt/devstack/prometheus/scrapeconfig"
+	"github.com/d8virt/devstack/testenv"
+)
+
+// Prometheus' accounts: it scrapes as scraper (bound to the metrics-reader ClusterRole by the
+// chart's monitoring.scrapers) and discovers the targets with it too (a Role on EndpointSlices,
+// Services and Pods of the module's namespace); outsider has no right to the metrics.
+const (
+	promNamespace = "d8v-prometheus"
+	scraper       = "prometheus"
+	outsider      = "no-metrics"
+)
+
+// prometheusValues make the chart bind the scraper and scrape often, so the test waits little.
+var prometheusValues = []string{
+	"monitoring.scrapeInterval=5s",
+	"monitoring.scrapers[0].kind=ServiceAccount",
+	"monitoring.scrapers[0].name=" + scraper,
+	"monitoring.scrapers[0].namespace=" + promNamespace,
+}
+
+// installMonitoringCRDs installs prometheus-operator's ServiceMonitor and PrometheusRule CRDs, as
+// a platform with monitoring has them, so that the chart renders its ServiceMonitors.
+func installMonitoringCRDs(t *testing.T, st *stack) {
+	t.Helper()
+	args := []string{"apply", "--server-side"}
+	for _, f := range prometheus.OperatorCRDFiles(testenv.ModuleDir(t, prometheus.OperatorModule)) {
+		args = append(args, "-f", f)
+	}
+	st.kubectl(t, st.s.KubeconfigPath(), args...)
+	st.kubectl(t, st.s.KubeconfigPath(), "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+}
+
+// checkPrometheus runs Prometheus on the stack with the scrape configuration of the chart's
+// ServiceMonitors and checks that it scrapes every component and rewriter through kube-rbac-proxy,
+// that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
+// the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
+func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
+	dir := t.TempDir()
+	tokens := accounts(t, ctx, st)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(tokens[scraper]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := st.s.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Prometheus discovers the targets with its own account, as it would in a cluster.
+	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: tokens[scraper],
+		TLSClientConfig: rest.TLSClientConfig{CAFile: st.s.CAFile()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := prometheus.New(dir, freeLoopbackAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := scrapeconfig.Env{
+		TargetsDir: filepath.Join(dir, "targets"), ServiceAccountTokenFile: tokenFile,
+		FilesDir: filepath.Join(dir, "certs"), ScrapeInterval: "5s",
+	}
+	clients := scrapeconfig.Clients{Operator: st.kube, Dynamic: dyn, Discovery: discovery}
+	if err := scrapeconfig.Write(ctx, clients, module.Namespace, env, srv.ConfigFile()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check config: %v\n%s", err, out)
+	}
+	comp := srv.Component()
+	st.s.AddComponents(comp)
+	if err := st.s.Up(ctx); err != nil {
+		t.Fatalf("prometheus: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.s.StopComponent(comp, 15*time.Second); err != nil {
+			t.Errorf("stop prometheus: %v", err)
+		}
+	})
+	prom := prometheus.Client{URL: srv.URL(), HTTP: &http.Client{Timeout: 10 * time.Second}}
+
+	t.Log("Prometheus has a target up for each component's and rewriter's kube-rbac-proxy")
+	targets := waitTargetsUp(t, ctx, prom)
+
+	t.Log("queries return the VM phase and a virt-handler metric")
+	waitSeries(t, ctx, prom, `kubevirt_vmi_phase_count{job="virt-controller-metrics", phase="running", node="`+nodeName+`"} >= 1`)
+	waitSeries(t, ctx, prom, `controller_runtime_reconcile_total{job="virt-handler-metrics", endpoint="metrics"}`)
+	waitSeries(t, ctx, prom, `kube_api_rewriter_requests_total{job="virt-handler-metrics", endpoint="metrics-rewrite"}`)
+
+	t.Log("kube-rbac-proxy: 401 without a token, 403 without the ClusterRole; promtool check metrics on each scrape")
+	client := proxyClient(t, env.FilesDir)
+	for _, tg := range targets {
+		serverName := tg.Labels["service"] + "." + module.Namespace + ".svc"
+		for _, c := range []struct {
+			token string
+			want  int
+		}{{"", http.StatusUnauthorized}, {tokens[outsider], http.StatusForbidden}, {tokens[scraper], http.StatusOK}} {
+			code, body := scrape(t, ctx, client, tg.ScrapeURL, serverName, c.token)
+			if code != c.want {
+				t.Errorf("%s (%s/%s) with token %v: %d, want %d", tg.ScrapeURL, tg.Labels["service"], tg.Labels["endpoint"], c.token != "", code, c.want)
+			}
+			if code == http.StatusOK {
+				checkMetricNames(t, ctx, tg.Labels["service"]+"/"+tg.Labels["endpoint"], body)
+			}
+		}
+	}
+}
+
+// accounts creates Prometheus' accounts and RBAC, removed when the test ends, and returns a
+// token of each (TokenRequest).
+func accounts(t *testing.T, ctx context.Context, st *stack) map[string]string {
+	t.Helper()
+	core := st.kube.CoreV1()
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: promNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rbac := st.kube.RbacV1()
+	discovery := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery", Namespace: module.Namespace},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	if _, err := rbac.Roles(module.Namespace).Create(ctx, discovery, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery", Namespace: module.Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: discovery.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraper, Namespace: promNamespace}},
+	}
+	if _, err := rbac.RoleBindings(module.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = rbac.RoleBindings(module.Namespace).Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = rbac.Roles(module.Namespace).Delete(ctx, discovery.Name, metav1.DeleteOptions{})
+		_ = core.Namespaces().Delete(ctx, promNamespace, metav1.DeleteOptions{})
+	})
+	out := map[string]string{}
+	for _, name := range []string{scraper, outsider} {
+		if _, err := core.ServiceAccounts(promNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		hour := int64(3600)
+		tr, err := core.ServiceAccounts(promNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = tr.Status.Token
+	}
+	return out
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The metrics Services and their ports: every one must be a target that is up.
+var metricsEndpoints = map[string][]string{
+	"virt-operator-metrics":   {"https-metrics", "https-metrics-rewrite"},
+	"virt-api-metrics":        {"metrics", "metrics-rewrite"},
+	"virt-controller-metrics": {"metrics", "metrics-rewrite"},
+	"virt-handler-metrics":    {"metrics", "metrics-rewrite"},
+}
+
+// waitTargetsUp waits until every active target is up and each metrics endpoint has one.
+func waitTargetsUp(t *testing.T, ctx context.Context, prom prometheus.Client) []prometheus.Target {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		targets, err := prom.Targets(ctx)
+		problem := fmt.Sprint(err)
+		if err == nil {
+			problem = targetsProblem(targets)
+		}
+		if problem == "" {
+			for _, tg := range targets {
+				t.Logf("target up: %s %s/%s pod %s", tg.ScrapeURL, tg.Labels["service"], tg.Labels["endpoint"], tg.Labels["pod"])
+			}
+			return targets
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus' targets: %s", problem)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// targetsProblem says what is wrong with the targets, or "".
+func targetsProblem(targets []prometheus.Target) string {
+	var problems []string
+	up := map[string]bool{}
+	for _, tg := range targets {
+		key := tg.Labels["service"] + "/" + tg.Labels["endpoint"]
+		if tg.Health != "up" {
+			problems = append(problems, fmt.Sprintf("%s (%s) is %s: %s", key, tg.ScrapeURL, tg.Health, tg.LastError))
+			continue
+		}
+		if tg.Labels["namespace"] != module.Namespace || tg.Labels["pod"] == "" || tg.Labels["job"] != tg.Labels["service"] {
+			problems = append(problems, fmt.Sprintf("%s: labels %v", key, tg.Labels))
+		}
+		up[key] = true
+	}
+	for svc, ports := range metricsEndpoints {
+		for _, p := range ports {
+			if !up[svc+"/"+p] {
+				problems = append(problems, "no target up for "+svc+"/"+p)
+			}
+		}
+	}
+	sort.Strings(problems)
+	return strings.Join(problems, "; ")
+}
+
+// waitSeries waits until the query returns a series.
+func waitSeries(t *testing.T, ctx context.Context, prom prometheus.Client, q string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := prom.Query(ctx, q)
+		if err == nil && len(res) > 0 {
+			t.Logf("%s: %v = %v", q, res[0].Metric, res[0].Value[1])
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("query %s: %v, %d series", q, err, len(res))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// proxyClient trusts the CAs the scrape configuration uses.
+func proxyClient(t *testing.T, caDir string) *http.Client {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(caDir, "*"))
+	pool := x509.NewCertPool()
+	for _, f := range files {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			t.Fatalf("%s holds no certificate", f)
+		}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// scrape GETs a metrics URL as Prometheus would, verifying the certificate for serverName.
+func scrape(t *testing.T, ctx context.Context, client *http.Client, url, serverName, token string) (int, []byte) {
+	t.Helper()
+	tr := client.Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.ServerName = serverName
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: client.Timeout, Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	return resp.StatusCode, body
+}
+
+// checkMetricNames runs promtool check metrics on a scrape and logs what does not follow
+// Prometheus' conventions (a report: the names of the reference are kept even where promtool
+// objects).
+func checkMetricNames(t *testing.T, ctx context.Context, what string, body []byte) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "promtool", "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Logf("promtool check metrics %s (%v):\n%s", what, err, out)
+	}
+}
