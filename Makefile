@@ -86,6 +86,7 @@ console: ## Attach to a VM's serial console on the local stack: make console VM=
 chart-sync: ## Copy the renamed CRDs and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).
 	go run ./devstack/test/chart/chartsync
 
+include hack/api.mk
 include hack/crds.mk
 include hack/libvirt.mk
 include hack/images.mk
