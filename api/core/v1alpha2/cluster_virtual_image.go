@@ -4,9 +4,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ClusterVirtualImage is a disk image for the whole cluster, stored in the module's registry
-// (DVCR): VirtualDisks of every namespace can be made from it and virtual machines can boot from
-// it. Its spec is immutable.
+// ClusterVirtualImage is a disk image for the whole cluster, stored in the module's registry (DVCR): VirtualDisks of every namespace can be made from it and virtual machines can boot from it. Its spec is immutable.
 //
 // +genclient
 // +genclient:nonNamespaced
@@ -46,8 +44,7 @@ type ClusterVirtualImageSpec struct {
 	DataSource ClusterVirtualImageDataSource `json:"dataSource"`
 }
 
-// ClusterVirtualImageDataSource is the source of a cluster image's data: `type` and the one field
-// of that type (none for Upload).
+// ClusterVirtualImageDataSource is the source of a cluster image's data: `type` and the one field of that type (none for Upload).
 //
 // +kubebuilder:validation:XValidation:rule="has(self.http) == (self.type == 'HTTP')",message="spec.dataSource.http must be set when, and only when, spec.dataSource.type is HTTP",fieldPath=".http"
 // +kubebuilder:validation:XValidation:rule="has(self.containerImage) == (self.type == 'ContainerImage')",message="spec.dataSource.containerImage must be set when, and only when, spec.dataSource.type is ContainerImage",fieldPath=".containerImage"
@@ -76,8 +73,10 @@ type ClusterVirtualImageObjectRef struct {
 	Kind string `json:"kind"`
 	// Name of the source.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// Namespace of a VirtualImage or VirtualDisk source.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 }

@@ -8,8 +8,7 @@ type DataSourceType string
 const (
 	// DataSourceTypeHTTP downloads the data from an HTTP or HTTPS URL (field `http`).
 	DataSourceTypeHTTP DataSourceType = "HTTP"
-	// DataSourceTypeContainerImage pulls a container disk image from a registry (field
-	// `containerImage`).
+	// DataSourceTypeContainerImage pulls a container disk image from a registry (field `containerImage`).
 	DataSourceTypeContainerImage DataSourceType = "ContainerImage"
 	// DataSourceTypeObjectRef copies another image or disk of the module (field `objectRef`).
 	DataSourceTypeObjectRef DataSourceType = "ObjectRef"
@@ -26,12 +25,12 @@ const (
 
 // DataSourceHTTP is a file to download over HTTP or HTTPS.
 type DataSourceHTTP struct {
-	// URL of the file, http:// or https://. The file may be a qcow2, raw, vmdk, vdi or ISO image,
-	// compressed with gzip or xz or not at all.
+	// URL of the file, http:// or https://. The file may be a qcow2, raw, vmdk, vdi or ISO image, compressed with gzip or xz or not at all.
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
-	// CABundle holds the PEM certificates that the HTTPS server's certificate must chain to, when it
-	// is not signed by a well-known authority.
+	// CABundle holds the PEM certificates that the HTTPS server's certificate must chain to, when it is not signed by a well-known authority.
+	// +kubebuilder:validation:MaxLength=65536
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
 	// Checksum of the downloaded file (before decompression); the import fails when it differs.
@@ -39,42 +38,43 @@ type DataSourceHTTP struct {
 	Checksum *Checksum `json:"checksum,omitempty"`
 }
 
-// Checksum holds one or more digests of a file, as lowercase hex strings. Every digest given must
-// match.
+// Checksum holds one or more digests of a file, as lowercase hex strings. Every digest given must match.
 // +kubebuilder:validation:MinProperties=1
 type Checksum struct {
 	// MD5 digest, 32 hex digits.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{32}$`
+	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	MD5 string `json:"md5,omitempty"`
 	// SHA1 digest, 40 hex digits.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	// +kubebuilder:validation:MaxLength=40
 	// +optional
 	SHA1 string `json:"sha1,omitempty"`
 	// SHA256 digest, 64 hex digits.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
 	// SHA512 digest, 128 hex digits.
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{128}$`
+	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	SHA512 string `json:"sha512,omitempty"`
 }
 
-// DataSourceContainerImage is a container disk image in a registry: the disk file under /disk/
-// in the image, the layout of KubeVirt's containerDisk.
+// DataSourceContainerImage is a container disk image in a registry: the disk file under /disk/ in the image, the layout of KubeVirt's containerDisk.
 type DataSourceContainerImage struct {
-	// Image reference, for example `registry.example.com/images/debian:12` or
-	// `registry.example.com/images/debian@sha256:...`.
+	// Image reference, for example `registry.example.com/images/debian:12` or `registry.example.com/images/debian@sha256:...`.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:Pattern=`^[^\s]+$`
+	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
-	// ImagePullSecret names a Secret of type kubernetes.io/dockerconfigjson with the credentials of
-	// the registry.
+	// ImagePullSecret names a Secret of type kubernetes.io/dockerconfigjson with the credentials of the registry.
 	// +optional
 	ImagePullSecret *ImagePullSecret `json:"imagePullSecret,omitempty"`
-	// CABundle holds the PEM certificates that the registry's certificate must chain to, when it is
-	// not signed by a well-known authority.
+	// CABundle holds the PEM certificates that the registry's certificate must chain to, when it is not signed by a well-known authority.
+	// +kubebuilder:validation:MaxLength=65536
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
 }
@@ -83,9 +83,10 @@ type DataSourceContainerImage struct {
 type ImagePullSecret struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// Namespace of the Secret. Only a ClusterVirtualImage names it (and must); a VirtualImage or
-	// VirtualDisk uses a Secret of its own namespace.
+	// Namespace of the Secret. Only a ClusterVirtualImage names it (and must); a VirtualImage or VirtualDisk uses a Secret of its own namespace.
+	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 }
@@ -130,8 +131,7 @@ type StatusSpeed struct {
 	CurrentBytes string `json:"currentBytes,omitempty"`
 }
 
-// ImageUploadURLs are where an Upload source accepts the data (for example with
-// `curl -T disk.qcow2 URL`).
+// ImageUploadURLs are where an Upload source accepts the data (for example with `curl -T disk.qcow2 URL`).
 type ImageUploadURLs struct {
 	// External is reachable from outside the cluster.
 	// +optional

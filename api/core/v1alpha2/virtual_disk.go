@@ -6,8 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// VirtualDisk is a disk of virtual machines: a PersistentVolumeClaim filled from a data source (an
-// image, a URL, a registry or an upload), or blank when it has none.
+// VirtualDisk is a disk of virtual machines: a PersistentVolumeClaim filled from a data source (an image, a URL, a registry or an upload), or blank when it has none.
 //
 // +genclient
 // +kubebuilder:object:root=true
@@ -39,12 +38,11 @@ type VirtualDiskList struct {
 	Items []VirtualDisk `json:"items"`
 }
 
-// VirtualDiskSpec is the desired disk. Only persistentVolumeClaim.size may change after creation,
-// and only grow.
+// VirtualDiskSpec is the desired disk. Only persistentVolumeClaim.size may change after creation, and only grow.
 //
-// +kubebuilder:validation:XValidation:rule="self.?dataSource == oldSelf.?dataSource",message="spec.dataSource is immutable",fieldPath=".dataSource"
-// +kubebuilder:validation:XValidation:rule="self.?persistentVolumeClaim.?storageClassName == oldSelf.?persistentVolumeClaim.?storageClassName",message="spec.persistentVolumeClaim.storageClassName is immutable",fieldPath=".persistentVolumeClaim.storageClassName"
-// +kubebuilder:validation:XValidation:rule="!oldSelf.?persistentVolumeClaim.?size.hasValue() || (self.?persistentVolumeClaim.?size.hasValue() && quantity(string(self.persistentVolumeClaim.size)).compareTo(quantity(string(oldSelf.persistentVolumeClaim.size))) >= 0)",message="spec.persistentVolumeClaim.size may only grow (and cannot be removed)",fieldPath=".persistentVolumeClaim.size"
+// +kubebuilder:validation:XValidation:rule="has(self.dataSource) ? has(oldSelf.dataSource) && self.dataSource == oldSelf.dataSource : !has(oldSelf.dataSource)",message="spec.dataSource is immutable",fieldPath=".dataSource"
+// +kubebuilder:validation:XValidation:rule="has(self.persistentVolumeClaim) && has(self.persistentVolumeClaim.storageClassName) ? has(oldSelf.persistentVolumeClaim) && has(oldSelf.persistentVolumeClaim.storageClassName) && self.persistentVolumeClaim.storageClassName == oldSelf.persistentVolumeClaim.storageClassName : !has(oldSelf.persistentVolumeClaim) || !has(oldSelf.persistentVolumeClaim.storageClassName)",message="spec.persistentVolumeClaim.storageClassName is immutable",fieldPath=".persistentVolumeClaim.storageClassName"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.persistentVolumeClaim) || !has(oldSelf.persistentVolumeClaim.size) || has(self.persistentVolumeClaim) && has(self.persistentVolumeClaim.size) && quantity(string(self.persistentVolumeClaim.size)).compareTo(quantity(string(oldSelf.persistentVolumeClaim.size))) >= 0",message="spec.persistentVolumeClaim.size may only grow (and cannot be removed)",fieldPath=".persistentVolumeClaim.size"
 type VirtualDiskSpec struct {
 	// DataSource is where the disk's data comes from. Without it the disk is blank.
 	// +optional
@@ -54,8 +52,7 @@ type VirtualDiskSpec struct {
 	PersistentVolumeClaim VirtualDiskPersistentVolumeClaim `json:"persistentVolumeClaim,omitempty"`
 }
 
-// VirtualDiskDataSource is the source of a disk's data: `type` and the one field of that type
-// (none for Upload).
+// VirtualDiskDataSource is the source of a disk's data: `type` and the one field of that type (none for Upload).
 //
 // +kubebuilder:validation:XValidation:rule="has(self.http) == (self.type == 'HTTP')",message="spec.dataSource.http must be set when, and only when, spec.dataSource.type is HTTP",fieldPath=".http"
 // +kubebuilder:validation:XValidation:rule="has(self.containerImage) == (self.type == 'ContainerImage')",message="spec.dataSource.containerImage must be set when, and only when, spec.dataSource.type is ContainerImage",fieldPath=".containerImage"
@@ -82,17 +79,17 @@ type VirtualDiskObjectRef struct {
 	Kind string `json:"kind"`
 	// Name of the image.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
 
 // VirtualDiskPersistentVolumeClaim sets the PersistentVolumeClaim that holds a disk.
 type VirtualDiskPersistentVolumeClaim struct {
-	// StorageClassName is the StorageClass of the volume; the cluster's default StorageClass when
-	// empty. Immutable.
+	// StorageClassName is the StorageClass of the volume; the cluster's default StorageClass when empty. Immutable.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
-	// Size of the disk, for example `10Gi`. It defaults to the unpacked size of the source image, is
-	// required for a blank disk, and may be increased later (never decreased) to grow the disk.
+	// Size of the disk, for example `10Gi`. It defaults to the unpacked size of the source image, is required for a blank disk, and may be increased later (never decreased) to grow the disk.
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 }
@@ -109,8 +106,7 @@ const (
 	DiskProvisioning DiskPhase = "Provisioning"
 	// DiskWaitForUserUpload: the disk waits for the user to upload the data.
 	DiskWaitForUserUpload DiskPhase = "WaitForUserUpload"
-	// DiskWaitForFirstConsumer: the StorageClass binds volumes only when a virtual machine that
-	// uses the disk is scheduled.
+	// DiskWaitForFirstConsumer: the StorageClass binds volumes only when a virtual machine that uses the disk is scheduled.
 	DiskWaitForFirstConsumer DiskPhase = "WaitForFirstConsumer"
 	// DiskReady: the disk can be used.
 	DiskReady DiskPhase = "Ready"
@@ -126,8 +122,7 @@ const (
 
 // VirtualDiskStatus is the observed state of a disk.
 type VirtualDiskStatus struct {
-	// Phase of the disk: Pending, Provisioning, WaitForUserUpload, WaitForFirstConsumer, Ready,
-	// Resizing, Failed, PVCLost or Terminating.
+	// Phase of the disk: Pending, Provisioning, WaitForUserUpload, WaitForFirstConsumer, Ready, Resizing, Failed, PVCLost or Terminating.
 	// +optional
 	Phase DiskPhase `json:"phase,omitempty"`
 	// Progress of the import, in percent (for example `45.2%`).
@@ -169,8 +164,7 @@ type VirtualDiskStatus struct {
 
 // DiskTarget is the volume that holds a disk.
 type DiskTarget struct {
-	// PersistentVolumeClaimName is the name of the disk's PersistentVolumeClaim, in the disk's
-	// namespace.
+	// PersistentVolumeClaimName is the name of the disk's PersistentVolumeClaim, in the disk's namespace.
 	// +optional
 	PersistentVolumeClaimName string `json:"persistentVolumeClaimName,omitempty"`
 }
@@ -196,8 +190,7 @@ type VirtualDiskStatsCreationDuration struct {
 	// WaitingForDependencies is the time spent waiting for the source and the StorageClass.
 	// +optional
 	WaitingForDependencies *metav1.Duration `json:"waitingForDependencies,omitempty"`
-	// DVCRProvisioning is the time spent importing into the module's registry (DVCR), for sources
-	// imported there first.
+	// DVCRProvisioning is the time spent importing into the module's registry (DVCR), for sources imported there first.
 	// +optional
 	DVCRProvisioning *metav1.Duration `json:"dvcrProvisioning,omitempty"`
 	// TotalProvisioning is the time from the start of the import to Ready.

@@ -5,9 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// VirtualImage is a disk image of a namespace that VirtualDisks are made from and that virtual
-// machines can boot from (as a read-only disk or a CD-ROM). It is stored in the module's registry
-// (DVCR) or on a PersistentVolumeClaim. Its spec is immutable.
+// VirtualImage is a disk image of a namespace that VirtualDisks are made from and that virtual machines can boot from (as a read-only disk or a CD-ROM). It is stored in the module's registry (DVCR) or on a PersistentVolumeClaim. Its spec is immutable.
 //
 // +genclient
 // +kubebuilder:object:root=true
@@ -50,8 +48,7 @@ type ImageStorage string
 const (
 	// StorageContainerRegistry stores the image in the module's registry (DVCR).
 	StorageContainerRegistry ImageStorage = "ContainerRegistry"
-	// StoragePersistentVolumeClaim stores the image on a PersistentVolumeClaim of the image's
-	// namespace.
+	// StoragePersistentVolumeClaim stores the image on a PersistentVolumeClaim of the image's namespace.
 	StoragePersistentVolumeClaim ImageStorage = "PersistentVolumeClaim"
 )
 
@@ -59,8 +56,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.persistentVolumeClaim) || self.storage == 'PersistentVolumeClaim'",message="spec.persistentVolumeClaim is only allowed when spec.storage is PersistentVolumeClaim",fieldPath=".persistentVolumeClaim"
 type VirtualImageSpec struct {
-	// Storage is where the image is kept: ContainerRegistry (the module's registry, DVCR) or
-	// PersistentVolumeClaim (a volume of the image's namespace).
+	// Storage is where the image is kept: ContainerRegistry (the module's registry, DVCR) or PersistentVolumeClaim (a volume of the image's namespace).
 	Storage ImageStorage `json:"storage"`
 	// PersistentVolumeClaim sets the volume of an image with storage PersistentVolumeClaim.
 	// +optional
@@ -71,14 +67,13 @@ type VirtualImageSpec struct {
 
 // VirtualImagePersistentVolumeClaim sets the volume of an image stored on a PersistentVolumeClaim.
 type VirtualImagePersistentVolumeClaim struct {
-	// StorageClassName is the StorageClass of the volume; the cluster's default StorageClass when
-	// empty.
+	// StorageClassName is the StorageClass of the volume; the cluster's default StorageClass when empty.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
-// VirtualImageDataSource is the source of an image's data: `type` and the one field of that type
-// (none for Upload).
+// VirtualImageDataSource is the source of an image's data: `type` and the one field of that type (none for Upload).
 //
 // +kubebuilder:validation:XValidation:rule="has(self.http) == (self.type == 'HTTP')",message="spec.dataSource.http must be set when, and only when, spec.dataSource.type is HTTP",fieldPath=".http"
 // +kubebuilder:validation:XValidation:rule="has(self.containerImage) == (self.type == 'ContainerImage')",message="spec.dataSource.containerImage must be set when, and only when, spec.dataSource.type is ContainerImage",fieldPath=".containerImage"
@@ -100,12 +95,12 @@ type VirtualImageDataSource struct {
 
 // VirtualImageObjectRef names the image or disk a VirtualImage is made from.
 type VirtualImageObjectRef struct {
-	// Kind of the source: ClusterVirtualImage, or a VirtualImage or VirtualDisk of the image's
-	// namespace.
+	// Kind of the source: ClusterVirtualImage, or a VirtualImage or VirtualDisk of the image's namespace.
 	// +kubebuilder:validation:Enum=ClusterVirtualImage;VirtualImage;VirtualDisk
 	Kind string `json:"kind"`
 	// Name of the source.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
 
@@ -132,8 +127,7 @@ type VirtualImageStatusTarget struct {
 
 // ImageStatus is the part of the status that VirtualImage and ClusterVirtualImage share.
 type ImageStatus struct {
-	// Phase of the image: Pending, WaitForUserUpload, Provisioning, Ready, Failed, ImageLost,
-	// PVCLost or Terminating.
+	// Phase of the image: Pending, WaitForUserUpload, Provisioning, Ready, Failed, ImageLost, PVCLost or Terminating.
 	// +optional
 	Phase ImagePhase `json:"phase,omitempty"`
 	// Progress of the import, in percent (for example `45.2%`).
