@@ -34,7 +34,7 @@ lister_gen=$(tool lister-gen k8s.io/code-generator/cmd/lister-gen "$CODE_GENERAT
 informer_gen=$(tool informer-gen k8s.io/code-generator/cmd/informer-gen "$CODE_GENERATOR_VERSION")
 
 module=github.com/d8virt/api
-apis=(core/v1alpha2)
+apis=(core/v1alpha2 core/v1alpha3)
 crds=$root/crds/virtualization.deckhouse.io
 header=$root/api/hack/boilerplate.go.txt
 

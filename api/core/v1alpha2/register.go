@@ -28,6 +28,11 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VirtualDisk{}, &VirtualDiskList{},
 		&VirtualImage{}, &VirtualImageList{},
 		&ClusterVirtualImage{}, &ClusterVirtualImageList{},
+		&VirtualMachine{}, &VirtualMachineList{},
+		&VirtualMachineClass{}, &VirtualMachineClassList{},
+		&VirtualMachineOperation{}, &VirtualMachineOperationList{},
+		&VirtualMachineIPAddress{}, &VirtualMachineIPAddressList{},
+		&VirtualMachineIPAddressLease{}, &VirtualMachineIPAddressLeaseList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

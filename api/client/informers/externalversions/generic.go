@@ -6,6 +6,7 @@ import (
 	fmt "fmt"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -43,6 +44,20 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualDisks().Informer()}, nil
 	case v1alpha2.SchemeGroupVersion.WithResource("virtualimages"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualImages().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("virtualmachines"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualMachines().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("virtualmachineclasses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualMachineClasses().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("virtualmachineipaddresses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualMachineIPAddresses().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("virtualmachineipaddressleases"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualMachineIPAddressLeases().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("virtualmachineoperations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha2().VirtualMachineOperations().Informer()}, nil
+
+		// Group=virtualization.deckhouse.io, Version=v1alpha3
+	case v1alpha3.SchemeGroupVersion.WithResource("virtualmachineclasses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Virtualization().V1alpha3().VirtualMachineClasses().Informer()}, nil
 
 	}
 

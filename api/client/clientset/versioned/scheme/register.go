@@ -4,6 +4,7 @@ package scheme
 
 import (
 	virtualizationv1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	virtualizationv1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +17,7 @@ var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	virtualizationv1alpha2.AddToScheme,
+	virtualizationv1alpha3.AddToScheme,
 }
 
 // AddToScheme adds all types of this clientset into the given scheme. This allows composition

@@ -21,3 +21,35 @@ type VirtualImageListerExpansion interface{}
 // VirtualImageNamespaceListerExpansion allows custom methods to be added to
 // VirtualImageNamespaceLister.
 type VirtualImageNamespaceListerExpansion interface{}
+
+// VirtualMachineListerExpansion allows custom methods to be added to
+// VirtualMachineLister.
+type VirtualMachineListerExpansion interface{}
+
+// VirtualMachineNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineNamespaceLister.
+type VirtualMachineNamespaceListerExpansion interface{}
+
+// VirtualMachineClassListerExpansion allows custom methods to be added to
+// VirtualMachineClassLister.
+type VirtualMachineClassListerExpansion interface{}
+
+// VirtualMachineIPAddressListerExpansion allows custom methods to be added to
+// VirtualMachineIPAddressLister.
+type VirtualMachineIPAddressListerExpansion interface{}
+
+// VirtualMachineIPAddressNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineIPAddressNamespaceLister.
+type VirtualMachineIPAddressNamespaceListerExpansion interface{}
+
+// VirtualMachineIPAddressLeaseListerExpansion allows custom methods to be added to
+// VirtualMachineIPAddressLeaseLister.
+type VirtualMachineIPAddressLeaseListerExpansion interface{}
+
+// VirtualMachineOperationListerExpansion allows custom methods to be added to
+// VirtualMachineOperationLister.
+type VirtualMachineOperationListerExpansion interface{}
+
+// VirtualMachineOperationNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineOperationNamespaceLister.
+type VirtualMachineOperationNamespaceListerExpansion interface{}

@@ -14,6 +14,16 @@ type Interface interface {
 	VirtualDisks() TypedVirtualDiskInformer
 	// VirtualImages returns a VirtualImageInformer.
 	VirtualImages() TypedVirtualImageInformer
+	// VirtualMachines returns a VirtualMachineInformer.
+	VirtualMachines() TypedVirtualMachineInformer
+	// VirtualMachineClasses returns a VirtualMachineClassInformer.
+	VirtualMachineClasses() TypedVirtualMachineClassInformer
+	// VirtualMachineIPAddresses returns a VirtualMachineIPAddressInformer.
+	VirtualMachineIPAddresses() TypedVirtualMachineIPAddressInformer
+	// VirtualMachineIPAddressLeases returns a VirtualMachineIPAddressLeaseInformer.
+	VirtualMachineIPAddressLeases() TypedVirtualMachineIPAddressLeaseInformer
+	// VirtualMachineOperations returns a VirtualMachineOperationInformer.
+	VirtualMachineOperations() TypedVirtualMachineOperationInformer
 }
 
 type version struct {
@@ -40,4 +50,29 @@ func (v *version) VirtualDisks() TypedVirtualDiskInformer {
 // VirtualImages returns a TypedVirtualImageInformer.
 func (v *version) VirtualImages() TypedVirtualImageInformer {
 	return &virtualImageInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachines returns a TypedVirtualMachineInformer.
+func (v *version) VirtualMachines() TypedVirtualMachineInformer {
+	return &virtualMachineInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineClasses returns a TypedVirtualMachineClassInformer.
+func (v *version) VirtualMachineClasses() TypedVirtualMachineClassInformer {
+	return &virtualMachineClassInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineIPAddresses returns a TypedVirtualMachineIPAddressInformer.
+func (v *version) VirtualMachineIPAddresses() TypedVirtualMachineIPAddressInformer {
+	return &virtualMachineIPAddressInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineIPAddressLeases returns a TypedVirtualMachineIPAddressLeaseInformer.
+func (v *version) VirtualMachineIPAddressLeases() TypedVirtualMachineIPAddressLeaseInformer {
+	return &virtualMachineIPAddressLeaseInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineOperations returns a TypedVirtualMachineOperationInformer.
+func (v *version) VirtualMachineOperations() TypedVirtualMachineOperationInformer {
+	return &virtualMachineOperationInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -15,6 +15,11 @@ type VirtualizationV1alpha2Interface interface {
 	ClusterVirtualImagesGetter
 	VirtualDisksGetter
 	VirtualImagesGetter
+	VirtualMachinesGetter
+	VirtualMachineClassesGetter
+	VirtualMachineIPAddressesGetter
+	VirtualMachineIPAddressLeasesGetter
+	VirtualMachineOperationsGetter
 }
 
 // VirtualizationV1alpha2Client is used to interact with features provided by the virtualization.deckhouse.io group.
@@ -32,6 +37,26 @@ func (c *VirtualizationV1alpha2Client) VirtualDisks(namespace string) VirtualDis
 
 func (c *VirtualizationV1alpha2Client) VirtualImages(namespace string) VirtualImageInterface {
 	return newVirtualImages(c, namespace)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachines(namespace string) VirtualMachineInterface {
+	return newVirtualMachines(c, namespace)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachineClasses() VirtualMachineClassInterface {
+	return newVirtualMachineClasses(c)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachineIPAddresses(namespace string) VirtualMachineIPAddressInterface {
+	return newVirtualMachineIPAddresses(c, namespace)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachineIPAddressLeases() VirtualMachineIPAddressLeaseInterface {
+	return newVirtualMachineIPAddressLeases(c)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachineOperations(namespace string) VirtualMachineOperationInterface {
+	return newVirtualMachineOperations(c, namespace)
 }
 
 // NewForConfig creates a new VirtualizationV1alpha2Client for the given config.

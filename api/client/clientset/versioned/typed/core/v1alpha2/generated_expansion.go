@@ -7,3 +7,13 @@ type ClusterVirtualImageExpansion interface{}
 type VirtualDiskExpansion interface{}
 
 type VirtualImageExpansion interface{}
+
+type VirtualMachineExpansion interface{}
+
+type VirtualMachineClassExpansion interface{}
+
+type VirtualMachineIPAddressExpansion interface{}
+
+type VirtualMachineIPAddressLeaseExpansion interface{}
+
+type VirtualMachineOperationExpansion interface{}

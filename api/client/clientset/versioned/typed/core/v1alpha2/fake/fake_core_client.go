@@ -24,6 +24,26 @@ func (c *FakeVirtualizationV1alpha2) VirtualImages(namespace string) v1alpha2.Vi
 	return newFakeVirtualImages(c, namespace)
 }
 
+func (c *FakeVirtualizationV1alpha2) VirtualMachines(namespace string) v1alpha2.VirtualMachineInterface {
+	return newFakeVirtualMachines(c, namespace)
+}
+
+func (c *FakeVirtualizationV1alpha2) VirtualMachineClasses() v1alpha2.VirtualMachineClassInterface {
+	return newFakeVirtualMachineClasses(c)
+}
+
+func (c *FakeVirtualizationV1alpha2) VirtualMachineIPAddresses(namespace string) v1alpha2.VirtualMachineIPAddressInterface {
+	return newFakeVirtualMachineIPAddresses(c, namespace)
+}
+
+func (c *FakeVirtualizationV1alpha2) VirtualMachineIPAddressLeases() v1alpha2.VirtualMachineIPAddressLeaseInterface {
+	return newFakeVirtualMachineIPAddressLeases(c)
+}
+
+func (c *FakeVirtualizationV1alpha2) VirtualMachineOperations(namespace string) v1alpha2.VirtualMachineOperationInterface {
+	return newFakeVirtualMachineOperations(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeVirtualizationV1alpha2) RESTClient() rest.Interface {
