@@ -64,7 +64,7 @@ type VirtualMachineOperationSpec struct {
 }
 
 // VMOPPhase is the lifecycle phase of a VirtualMachineOperation.
-// +kubebuilder:validation:Enum=Pending;InProgress;Completed;Failed;Terminating
+// +kubebuilder:validation:Enum=Pending;InProgress;Completed;Failed;Terminating;Superseded
 type VMOPPhase string
 
 // The operation phases.
@@ -79,11 +79,13 @@ const (
 	VMOPPhaseFailed VMOPPhase = "Failed"
 	// VMOPPhaseTerminating: the operation is being deleted.
 	VMOPPhaseTerminating VMOPPhase = "Terminating"
+	// VMOPPhaseSuperseded: a newer operation on the machine replaced this one before it ran.
+	VMOPPhaseSuperseded VMOPPhase = "Superseded"
 )
 
 // VirtualMachineOperationStatus is the observed state of an operation.
 type VirtualMachineOperationStatus struct {
-	// Phase of the operation: Pending, InProgress, Completed, Failed or Terminating.
+	// Phase of the operation: Pending, InProgress, Completed, Failed, Terminating or Superseded.
 	// +optional
 	Phase VMOPPhase `json:"phase,omitempty"`
 	// Progress of a migration, in percent (for example `45%`).
