@@ -209,8 +209,8 @@ func TestMachineDenials(t *testing.T) {
 		{"vmipl name", func() error {
 			_, err := api.VirtualMachineIPAddressLeases().Create(ctx, &v1alpha2.VirtualMachineIPAddressLease{ObjectMeta: metav1.ObjectMeta{Name: "ip-10-66-300-1"}}, metav1.CreateOptions{})
 			return err
-		// A rule on the root cannot point at metadata.name (the apiserver accepts no such
-		// fieldPath), so the cause has no field and the message names it.
+			// A rule on the root cannot point at metadata.name (the apiserver accepts no such
+			// fieldPath), so the cause has no field and the message names it.
 		}, denial{"<nil>", "metadata.name must be the leased IPv4 address as ip-A-B-C-D"}},
 		{"vmclass model without a name", func() error {
 			c := classV3(uniqueName("vmc-model"), v1alpha2.CPU{Type: v1alpha2.CPUTypeModel})
