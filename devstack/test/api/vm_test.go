@@ -206,11 +206,11 @@ func TestMachineDenials(t *testing.T) {
 			denial{"spec.staticIP", "spec.staticIP must be set when, and only when, spec.type is Static"}},
 		{"vmip not an address", createVMIP(v1alpha2.VirtualMachineIPAddressSpec{Type: v1alpha2.VirtualMachineIPAddressTypeStatic, StaticIP: "10.66.1"}),
 			denial{"spec.staticIP", "spec.staticIP must be an IPv4 address"}},
+		// A rule on the root cannot point at metadata.name (the apiserver accepts no such
+		// fieldPath), so the cause has no field and the message names it.
 		{"vmipl name", func() error {
 			_, err := api.VirtualMachineIPAddressLeases().Create(ctx, &v1alpha2.VirtualMachineIPAddressLease{ObjectMeta: metav1.ObjectMeta{Name: "ip-10-66-300-1"}}, metav1.CreateOptions{})
 			return err
-			// A rule on the root cannot point at metadata.name (the apiserver accepts no such
-			// fieldPath), so the cause has no field and the message names it.
 		}, denial{"<nil>", "metadata.name must be the leased IPv4 address as ip-A-B-C-D"}},
 		{"vmclass model without a name", func() error {
 			c := classV3(uniqueName("vmc-model"), v1alpha2.CPU{Type: v1alpha2.CPUTypeModel})
