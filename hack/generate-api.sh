@@ -41,7 +41,7 @@ header=$root/api/hack/boilerplate.go.txt
 cd "$root/api"
 export GOWORK=off
 # Start from nothing, so a removed type leaves no file behind.
-rm -rf client "$crds"
+rm -rf client/clientset client/listers client/informers "$crds"
 find core -name zz_generated.deepcopy.go -delete
 
 paths=$(printf -- 'paths=./%s ' "${apis[@]}")
