@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/d8virt/api/client/clientset/versioned"
@@ -131,11 +133,21 @@ func TestMachineKinds(t *testing.T) {
 	if _, err := api.VirtualMachineClasses().Create(ctx, v2, metav1.CreateOptions{}); err != nil {
 		t.Errorf("create v1alpha2 VirtualMachineClass: %v", err)
 	}
-	out, err := testenv.KubectlInput(t, env.Kubeconfig, "", "get", "virtualmachineclasses.v1alpha2.virtualization.deckhouse.io", v2.Name)
-	if err != nil || !strings.Contains(out, "v1alpha2 VirtualMachineClass is deprecated") {
-		t.Errorf("kubectl get of v1alpha2 shows no deprecation warning (%v):\n%s", err, out)
+	warned := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warned
+	if _, err := versioned.NewForConfigOrDie(cfg).VirtualizationV1alpha2().VirtualMachineClasses().Get(ctx, v2.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("get v1alpha2 VirtualMachineClass: %v", err)
+	}
+	if !slices.ContainsFunc(warned.texts, func(s string) bool { return strings.Contains(s, "v1alpha2 VirtualMachineClass is deprecated") }) {
+		t.Errorf("reading v1alpha2 brought no deprecation warning: %q", warned.texts)
 	}
 }
+
+// warnings collects the apiserver's warning headers.
+type warnings struct{ texts []string }
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) { w.texts = append(w.texts, text) }
 
 // The machine kinds refuse bad objects with a message that names the field.
 func TestMachineDenials(t *testing.T) {
