@@ -246,7 +246,9 @@ func nextAddr(subnet netip.Prefix, last netip.Addr, taken map[netip.Addr]bool) (
 	if !subnet.Contains(last) {
 		last = first.Prev()
 	}
-	usable := func(a netip.Addr) bool { return subnet.Contains(a) && subnet.Contains(a.Next()) && a.Compare(first) >= 0 }
+	usable := func(a netip.Addr) bool {
+		return subnet.Contains(a) && subnet.Contains(a.Next()) && a.Compare(first) >= 0
+	}
 	a := last
 	for range 1 << (32 - subnet.Bits()) {
 		if a = a.Next(); !usable(a) {
