@@ -316,8 +316,8 @@ func (s *Stack) Up(ctx context.Context) error {
 				return err
 			}
 		}
-		if pid, ok := s.running(p); ok {
-			s.logf("%s already running (pid %d)", p.Name, pid)
+		if rec, ok := s.running(p); ok {
+			s.logf("%s already running (pid %d, started from %s)", p.Name, rec.Pid, rec.Bin)
 			continue
 		}
 		if err := s.checkPortFree(p); err != nil {
@@ -490,8 +490,8 @@ func (s *Stack) Running() bool {
 func (s *Stack) Status() map[string]int {
 	st := map[string]int{}
 	for _, p := range s.processes() {
-		pid, _ := s.running(p)
-		st[p.Name] = pid
+		rec, _ := s.running(p)
+		st[p.Name] = rec.Pid
 	}
 	return st
 }
@@ -506,8 +506,8 @@ func (s *Stack) Down(purge bool) error {
 	ps := s.processes()
 	var errs []error
 	for i := len(ps) - 1; i >= 0; i-- {
-		if pid, ok := s.running(ps[i]); ok {
-			s.logf("stopping %s (pid %d)", ps[i].Name, pid)
+		if rec, ok := s.running(ps[i]); ok {
+			s.logf("stopping %s (pid %d, started from %s)", ps[i].Name, rec.Pid, rec.Bin)
 		}
 		errs = append(errs, s.stop(ps[i], 15*time.Second))
 	}

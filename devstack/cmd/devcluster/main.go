@@ -119,6 +119,7 @@ func run() error {
 	case err != nil:
 		return err
 	case ok:
+		ms.BinDir = startBinDir(*binDir, ms.BinDir, "kube-api-rewriter")
 		if err := withModule(s, ms, *portBase); err != nil {
 			return err
 		}
@@ -131,7 +132,7 @@ func run() error {
 		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
 			return err
 		}
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
 		if err := s.Up(ctx); err != nil {
@@ -146,7 +147,7 @@ func run() error {
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
 		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
 		_ = fs.Parse(args[1:])
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
 		// Node agents stop first (they leave their pods running), then their pods go.
@@ -160,7 +161,7 @@ func run() error {
 		}
 		return err
 	case "status":
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
 		st := s.Status()

@@ -109,7 +109,7 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 			return err
 		}
 	}
-	if err := withNodes(s); err != nil {
+	if err := withNodes(s, binDir); err != nil {
 		return err
 	}
 	ms := moduleSpec{BinDir: abs}
