@@ -15,6 +15,10 @@
 //	                                 devstack/chart-values/local.yaml, then wait until it is
 //	                                 ready; prints the kubeconfig that speaks kubevirt.io last
 //	devcluster [flags] module down   turn the module off (delete the KubeVirt, helm uninstall)
+//	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
+//	                                 wait until the VM runs: Running, and its VMI's launcher
+//	                                 Pod Running and Ready (not fooled by the status a
+//	                                 restarted stack kept)
 //	devcluster image-import [-store DIR] IMAGE DISK
 //	                                 copy a qcow2 into the containerDisk image store
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
@@ -150,12 +154,12 @@ func run() error {
 		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
-		// Node agents stop first (they leave their pods running), then their pods go.
-		err := s.Down(false)
-		err = errors.Join(err, cleanupNodes(s))
-		if *purge {
-			err = errors.Join(err, s.Down(true))
-		}
+		// Node agents and the module's programs stop first (agents leave their pods running),
+		// then the pods go and the apiserver learns it, as from a graceful node shutdown; the
+		// control plane stops last.
+		err := s.StopComponents()
+		err = errors.Join(err, shutdownNodes(ctx, s))
+		err = errors.Join(err, s.Down(*purge))
 		if coreOn {
 			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
 		}

@@ -274,8 +274,10 @@ func nodeDown(ctx context.Context, s *controlplane.Stack, name string) error {
 	return errors.Join(errs...)
 }
 
-// cleanupNodes removes the pods of every node of the stack; their agents must have stopped.
-func cleanupNodes(s *controlplane.Stack) error {
+// shutdownNodes removes the pods of every node of the stack, whose agents must have stopped, and
+// reports them Failed by the node's shutdown while the apiserver runs: a stack that comes up again
+// shows no pod as running that is not.
+func shutdownNodes(ctx context.Context, s *controlplane.Stack) error {
 	entries, err := os.ReadDir(nodesDir(s))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -284,10 +286,27 @@ func cleanupNodes(s *controlplane.Stack) error {
 		return err
 	}
 	var errs []error
+	var nodes []string
 	for _, e := range entries {
 		if e.IsDir() {
 			errs = append(errs, nodeagent.CleanupNode(filepath.Join(nodesDir(s), e.Name()), s.Config().Net, 10*time.Second))
+			nodes = append(nodes, e.Name())
 		}
+	}
+	if len(nodes) == 0 {
+		return errors.Join(errs...)
+	}
+	if err := s.Ready(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "the apiserver is not running (%v): the pods of %s keep their last status until their agents start again\n", err, strings.Join(nodes, ", "))
+		return errors.Join(errs...)
+	}
+	kube, err := kubeClient(s)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	now := metav1.Now()
+	for _, n := range nodes {
+		errs = append(errs, nodeagent.ReportNodeShutdown(ctx, kube, n, now))
 	}
 	return errors.Join(errs...)
 }

@@ -134,8 +134,17 @@ func TestTwoCheckoutsOneStack(t *testing.T) {
 		t.Errorf("processes left after down:\n%s", strings.Join(left, "\n"))
 	}
 
-	// The second checkout brings the node back from its own binaries.
+	// The second checkout brings the node back from its own binaries, and the pod that went with
+	// the node's shutdown shows that from the first moment on, as kubelet words it.
 	b.must("up")
+	pod, err := stackClient(t, state).CoreV1().Pods(corev1.NamespaceDefault).Get(testenv.Context(t), "sleeper", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.Phase != corev1.PodFailed || pod.Status.Reason != "Terminated" || podCond(pod, corev1.DisruptionTarget) == nil || isReady(pod) {
+		t.Errorf("the pod after a stack restart: phase %s, reason %q, conditions %+v; want Failed by the node's shutdown",
+			pod.Status.Phase, pod.Status.Reason, pod.Status.Conditions)
+	}
 	if rec := stackRecords(t, state)["node-agent-"+node]; rec.Bin != filepath.Join(b.bin, "node-agent") || !rec.Alive() {
 		t.Errorf("node agent after the second checkout's up: %+v, want a live agent from %s", rec, b.bin)
 	}
@@ -162,8 +171,7 @@ func stackRecords(t *testing.T, state string) map[string]proc.Record {
 	return out
 }
 
-// sleepPod runs a pod on the node and returns what its command line carries, to find it later.
-func sleepPod(t *testing.T, state, node string) string {
+func stackClient(t *testing.T, state string) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(state, "admin.kubeconfig"))
 	if err != nil {
@@ -173,6 +181,13 @@ func sleepPod(t *testing.T, state, node string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kube
+}
+
+// sleepPod runs a pod on the node and returns what its command line carries, to find it later.
+func sleepPod(t *testing.T, state, node string) string {
+	t.Helper()
+	kube := stackClient(t, state)
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	token := strconv.Itoa(100000 + int(binary.BigEndian.Uint32(r[:])%900000))
