@@ -62,7 +62,7 @@ run: build cluster-up ## Start the local stack with a node, install the module f
 	kc=$$(dirname "$$kv")/admin.kubeconfig; \
 	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
 	echo "Waiting for the example VM to run (it boots under TCG)..."; \
-	kubectl --kubeconfig "$$kv" wait vm/demo --for=jsonpath='{.status.printableStatus}'=Running --timeout=5m; \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module wait-vm -timeout 5m demo; \
 	kubectl --kubeconfig "$$kv" get vm,vmi -o wide; \
 	echo; echo "The stack is up: helm release virtualization (charts/virtualization) in namespace d8-virtualization,"; \
 	echo "virt-operator installed virt-api, virt-controller and virt-handler, each Pod under its own ServiceAccount"; \

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,26 +13,45 @@ import (
 	"github.com/d8virt/devstack/proc"
 )
 
-// Each daemon of the stack has a pid file, so that a later command finds it, and a log.
+// Each daemon of the stack has a record (proc.Record: pid, start time and binary), so that a later
+// command finds it, and a log. The record keeps the name of a pid file, run/<name>.pid.
 func (s *Stack) pidFile(name string) string { return filepath.Join(s.cfg.StateDir, "run", name+".pid") }
 func (s *Stack) logFile(name string) string {
 	return filepath.Join(s.cfg.StateDir, "logs", name+".log")
 }
 
-// running returns the pid of the process if it is alive and still runs the stack's binary; a pid
-// that the kernel gave to some other program since is not ours.
-func (s *Stack) running(p Component) (int, bool) {
-	pid := proc.ReadPidFile(s.pidFile(p.Name))
-	if pid == 0 {
-		return 0, false
+// running returns the record of p's process if that process still runs. The record alone decides:
+// whichever checkout, with whatever binaries, asks, the process started for the stack is found,
+// and a pid the kernel gave to some other program since is not it.
+func (s *Stack) running(p Component) (proc.Record, bool) {
+	rec, err := proc.ReadRecord(s.pidFile(p.Name))
+	if err != nil {
+		return proc.Record{}, false
 	}
+	if rec.StartTicks == 0 {
+		return s.adoptPidFile(p, rec.Pid)
+	}
+	return rec, rec.Alive()
+}
+
+// adoptPidFile reads the plain pid file of a stack started before daemons had records: the pid is
+// p's if it runs p's binary (or ip, which execs it in a namespace), as was decided then. An adopted
+// process gets its record, so the next command needs no guess.
+func (s *Stack) adoptPidFile(p Component, pid int) (proc.Record, bool) {
 	exe, err := proc.Exe(pid)
-	// Inside a namespace, ip is the process until it has exec'ed the daemon.
 	starting := p.NetNS != "" && filepath.Base(exe) == "ip"
-	if err != nil || (exe != p.Bin && !starting) || !proc.Alive(pid) {
-		return 0, false
+	if err != nil || (exe != p.Bin && !starting) {
+		return proc.Record{}, false
 	}
-	return pid, true
+	id, err := proc.Identify(pid)
+	if err != nil {
+		return proc.Record{}, false
+	}
+	rec := proc.Record{Identity: id, Bin: p.Bin}
+	if err := proc.WriteRecord(s.pidFile(p.Name), rec); err != nil {
+		s.logf("%s: %v", p.Name, err)
+	}
+	return rec, true
 }
 
 // start launches p in its own session, detached from the caller, with output appended to its log.
@@ -58,9 +78,15 @@ func (s *Stack) start(p Component) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	if err := proc.WritePidFile(s.pidFile(p.Name), cmd.Process.Pid); err != nil {
+	// ip execs the daemon in place: the pid and the start time stay the daemon's.
+	rec, err := proc.Start(cmd.Process.Pid, p.Bin)
+	if err == nil {
+		err = proc.WriteRecord(s.pidFile(p.Name), rec)
+	}
+	if err != nil {
 		_ = cmd.Process.Kill()
-		return fmt.Errorf("record pid of %s: %w", p.Name, err)
+		_ = cmd.Wait()
+		return fmt.Errorf("record %s: %w", p.Name, err)
 	}
 	// Reap the child if this process lives long enough (otherwise init adopts it), and keep its
 	// exit status for the error message of a failed start.
@@ -73,25 +99,33 @@ func (s *Stack) start(p Component) error {
 	return nil
 }
 
-// stop sends SIGTERM, then SIGKILL after the timeout, and waits until the process is gone.
+// stop sends the process its record names SIGTERM, then SIGKILL after the timeout, and waits
+// until it is gone; the record goes with it.
 func (s *Stack) stop(p Component, timeout time.Duration) error {
-	defer os.Remove(s.pidFile(p.Name))
-	pid, ok := s.running(p)
+	rec, ok := s.running(p)
 	if !ok {
-		return nil
+		return removeMissing(s.pidFile(p.Name))
 	}
-	killed, err := proc.Stop(pid, timeout, func() bool { _, ok := s.running(p); return ok })
+	killed, err := proc.Stop(rec.Pid, timeout, rec.Alive)
 	if killed {
-		s.logf("%s (pid %d) did not stop within %s, killed it", p.Name, pid, timeout)
+		s.logf("%s (pid %d) did not stop within %s, killed it", p.Name, rec.Pid, timeout)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.Name, err)
 	}
+	return removeMissing(s.pidFile(p.Name))
+}
+
+func removeMissing(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 
-// StopComponent stops one component by its pid file, as Down would, whether or not the stack
-// lists it: SIGTERM, then SIGKILL after the timeout.
+// StopComponent stops one component by its record, as Down would, whether or not the stack lists
+// it: SIGTERM, then SIGKILL after the timeout. c.Bin only matters for a plain pid file of an
+// older stack.
 func (s *Stack) StopComponent(c Component, timeout time.Duration) error {
 	return s.stop(c, timeout)
 }

@@ -316,8 +316,8 @@ func (s *Stack) Up(ctx context.Context) error {
 				return err
 			}
 		}
-		if pid, ok := s.running(p); ok {
-			s.logf("%s already running (pid %d)", p.Name, pid)
+		if rec, ok := s.running(p); ok {
+			s.logf("%s already running (pid %d, started from %s)", p.Name, rec.Pid, rec.Bin)
 			continue
 		}
 		if err := s.checkPortFree(p); err != nil {
@@ -490,10 +490,21 @@ func (s *Stack) Running() bool {
 func (s *Stack) Status() map[string]int {
 	st := map[string]int{}
 	for _, p := range s.processes() {
-		pid, _ := s.running(p)
-		st[p.Name] = pid
+		rec, _ := s.running(p)
+		st[p.Name] = rec.Pid
 	}
 	return st
+}
+
+// StopComponents stops the components (Config.Components) in reverse start order and leaves the
+// control plane running, so that a caller can still tell the apiserver what that stopped.
+func (s *Stack) StopComponents() error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.stopAll(s.cfg.Components)
 }
 
 // Down stops every daemon in reverse start order. With purge it also deletes the state directory,
@@ -503,14 +514,7 @@ func (s *Stack) Down(purge bool) error {
 	if err != nil {
 		return err
 	}
-	ps := s.processes()
-	var errs []error
-	for i := len(ps) - 1; i >= 0; i-- {
-		if pid, ok := s.running(ps[i]); ok {
-			s.logf("stopping %s (pid %d)", ps[i].Name, pid)
-		}
-		errs = append(errs, s.stop(ps[i], 15*time.Second))
-	}
+	errs := []error{s.stopAll(s.processes())}
 	unlock()
 	if err := os.Remove(filepath.Join(s.cfg.StateDir, ".lock")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("remove stack lock: %w", err))
@@ -519,6 +523,18 @@ func (s *Stack) Down(purge bool) error {
 		if err := os.RemoveAll(s.cfg.StateDir); err != nil {
 			errs = append(errs, fmt.Errorf("purge %s: %w", s.cfg.StateDir, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopAll stops ps in reverse order.
+func (s *Stack) stopAll(ps []Component) error {
+	var errs []error
+	for i := len(ps) - 1; i >= 0; i-- {
+		if rec, ok := s.running(ps[i]); ok {
+			s.logf("stopping %s (pid %d, started from %s)", ps[i].Name, rec.Pid, rec.Bin)
+		}
+		errs = append(errs, s.stop(ps[i], 15*time.Second))
 	}
 	return errors.Join(errs...)
 }

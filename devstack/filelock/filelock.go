@@ -3,6 +3,7 @@
 package filelock
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,4 +26,28 @@ func Lock(path string) (func(), error) {
 		return nil, fmt.Errorf("take lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// ErrHeld is TryLock's error when another process holds the lock.
+var ErrHeld = errors.New("held by another process")
+
+// TryLock is Lock without the wait: it fails with an error wrapping ErrHeld at once when another
+// process holds the lock. The file stays open while the lock is held; the caller may write to it
+// (who holds it, say) through the returned file, which unlock closes.
+func TryLock(path string) (f *os.File, unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create lock dir: %w", err)
+	}
+	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, fmt.Errorf("lock %s: %w", path, ErrHeld)
+		}
+		return nil, nil, fmt.Errorf("take lock %s: %w", path, err)
+	}
+	return f, func() { f.Close() }, nil
 }

@@ -143,7 +143,9 @@ func (n Net) plumb(h Host) error {
 			return err
 		}
 	}
-	return nil
+	// The flush above fixes this machine's entry; the peers in other namespaces learn the new
+	// MAC from the announcement.
+	return n.announce(h)
 }
 
 // DeleteHost removes the namespace of name, its veth and its address. A missing host is no error.
@@ -222,17 +224,57 @@ func (n Net) freeAddr() (netip.Addr, error) {
 	if taken == nil {
 		taken = map[netip.Addr]bool{}
 	}
-	taken[n.GatewayIP()] = true
 	for _, h := range hosts {
 		taken[h.IP] = true
 	}
-	for a := n.GatewayIP().Next(); n.Subnet.Contains(a.Next()); a = a.Next() {
+	addr, err := nextAddr(n.Subnet, n.lastAddr(), taken)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if err := os.WriteFile(n.lastAddrFile(), []byte(addr.String()), 0o644); err != nil {
+		return netip.Addr{}, fmt.Errorf("record last address: %w", err)
+	}
+	return addr, nil
+}
+
+// nextAddr is the first address of subnet after last, going round, that is not taken and is
+// neither the gateway nor the broadcast address. Handing addresses out round-robin keeps a freed
+// address out of use for as long as the subnet allows, so the neighbour entries that name its old
+// holder have long gone stale when it comes back. A last outside the subnet starts at its start.
+func nextAddr(subnet netip.Prefix, last netip.Addr, taken map[netip.Addr]bool) (netip.Addr, error) {
+	first := subnet.Addr().Next().Next() // after the gateway
+	if !subnet.Contains(last) {
+		last = first.Prev()
+	}
+	usable := func(a netip.Addr) bool {
+		return subnet.Contains(a) && subnet.Contains(a.Next()) && a.Compare(first) >= 0
+	}
+	a := last
+	for range 1 << (32 - subnet.Bits()) {
+		if a = a.Next(); !usable(a) {
+			a = first
+		}
 		if !taken[a] {
 			return a, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("subnet %s has no free address", n.Subnet)
+	return netip.Addr{}, fmt.Errorf("subnet %s has no free address", subnet)
 }
+
+// lastAddr is the address handed out last, or the zero address when none is recorded.
+func (n Net) lastAddr() netip.Addr {
+	b, err := os.ReadFile(n.lastAddrFile())
+	if err != nil {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(string(b)))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
+}
+
+func (n Net) lastAddrFile() string { return filepath.Join(n.StateDir, "last-addr") }
 
 func (n Net) hostsDir() string { return filepath.Join(n.StateDir, "hosts") }
 

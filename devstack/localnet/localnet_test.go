@@ -1,7 +1,9 @@
 package localnet
 
 import (
+	"bytes"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -91,5 +93,70 @@ func TestFreeAddrSkipsAddressesOfUnrecordedNamespaces(t *testing.T) {
 	}
 	if got.String() != "10.9.0.3" {
 		t.Fatalf("free address %s, want 10.9.0.3: 10.9.0.2 is held by %s", got, ns)
+	}
+}
+
+func TestNextAddrGoesRoundRobin(t *testing.T) {
+	subnet := netip.MustParsePrefix("10.9.0.0/29") // .1 gateway, .2-.6 hosts, .7 broadcast
+	addr := netip.MustParseAddr
+	set := func(as ...string) map[netip.Addr]bool {
+		m := map[netip.Addr]bool{}
+		for _, a := range as {
+			m[addr(a)] = true
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name  string
+		last  netip.Addr
+		taken map[netip.Addr]bool
+		want  string // empty: no free address
+	}{
+		{"nothing handed out yet", netip.Addr{}, nil, "10.9.0.2"},
+		{"after the last one", addr("10.9.0.3"), nil, "10.9.0.4"},
+		{"a freed address waits its turn", addr("10.9.0.4"), set("10.9.0.2"), "10.9.0.5"},
+		{"skips taken addresses", addr("10.9.0.2"), set("10.9.0.3", "10.9.0.4"), "10.9.0.5"},
+		{"wraps before the broadcast address", addr("10.9.0.6"), nil, "10.9.0.2"},
+		{"wraps past taken addresses", addr("10.9.0.5"), set("10.9.0.6", "10.9.0.2"), "10.9.0.3"},
+		{"the last one again when it is the only free one", addr("10.9.0.4"), set("10.9.0.2", "10.9.0.3", "10.9.0.5", "10.9.0.6"), "10.9.0.4"},
+		{"a last address from another subnet starts over", addr("10.8.0.9"), nil, "10.9.0.2"},
+		{"a full subnet", addr("10.9.0.2"), set("10.9.0.2", "10.9.0.3", "10.9.0.4", "10.9.0.5", "10.9.0.6"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := nextAddr(subnet, tc.last, tc.taken)
+			switch {
+			case tc.want == "" && err == nil:
+				t.Fatalf("got %s from a full subnet", got)
+			case tc.want != "" && err != nil:
+				t.Fatalf("error %v, want %s", err, tc.want)
+			case tc.want != "" && got.String() != tc.want:
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGarpFrame(t *testing.T) {
+	mac := net.HardwareAddr{0x02, 0x42, 0xac, 0x11, 0x00, 0x02}
+	got, err := garpFrame(mac, netip.MustParseAddr("10.213.0.7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x42, 0xac, 0x11, 0x00, 0x02, 0x08, 0x06, // Ethernet
+		0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01, // Ethernet/IPv4, request
+		0x02, 0x42, 0xac, 0x11, 0x00, 0x02, 10, 213, 0, 7, // sender
+		0, 0, 0, 0, 0, 0, 10, 213, 0, 7, // target: the same address
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("frame\n got %x\nwant %x", got, want)
+	}
+	for _, tc := range []struct {
+		mac net.HardwareAddr
+		ip  string
+	}{{mac[:4], "10.0.0.1"}, {mac, "fd00::1"}} {
+		if _, err := garpFrame(tc.mac, netip.MustParseAddr(tc.ip)); err == nil {
+			t.Errorf("garpFrame(%s, %s) accepted", tc.mac, tc.ip)
+		}
 	}
 }

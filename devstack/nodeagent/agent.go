@@ -205,6 +205,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	release, err := claimNode(cfg.RootDir, cfg.NodeName)
+	if err != nil {
+		return err
+	}
+	defer release()
 	unshare, err := SharePodsDir(filepath.Join(cfg.RootDir, "pods"))
 	if err != nil {
 		return fmt.Errorf("pods dir: %w", err)

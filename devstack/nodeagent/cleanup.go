@@ -16,9 +16,17 @@ import (
 
 // CleanupNode removes every pod a stopped agent left under root: SIGTERM to each container's
 // process group, SIGKILL after grace, then the pods' mounts, network namespaces and directories.
-// The agent must not be running.
+// It refuses while the node's agent runs, and keeps an agent from starting until it is done.
 func CleanupNode(root string, n localnet.Net, grace time.Duration) error {
 	l := Layout{Root: root}
+	if _, err := os.Stat(root); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	release, err := nodeIdle(root)
+	if err != nil {
+		return err
+	}
+	defer release()
 	entries, err := os.ReadDir(l.PodsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -100,8 +100,8 @@ func Alive(pid int) bool {
 // Identity names one process unambiguously: a pid the kernel hands out again later belongs to a
 // process with another start time.
 type Identity struct {
-	Pid        int
-	StartTicks uint64
+	Pid        int    `json:"pid"`
+	StartTicks uint64 `json:"startTicks"`
 }
 
 // Identify returns the identity of the process pid runs now; an error if none runs.

@@ -16,6 +16,10 @@
 //	                                 devstack/chart-values/local.yaml, then wait until it is
 //	                                 ready; prints the kubeconfig that speaks kubevirt.io last
 //	devcluster [flags] module down   turn the module off (delete the KubeVirt, helm uninstall)
+//	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
+//	                                 wait until the VM runs: Running, and its VMI's launcher
+//	                                 Pod Running and Ready (not fooled by the status a
+//	                                 restarted stack kept)
 //	devcluster image-import [-store DIR] IMAGE DISK
 //	                                 copy a qcow2 into the containerDisk image store
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
@@ -76,13 +80,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// The provisioner comes right after the control plane: the nodes' pods need their volumes.
-	def, err := defaultProvisionerBinary(*binDir)
-	if err != nil {
-		return err
-	}
-	starts := args[0] == "up" || (len(args) > 1 && args[1] == "up" && (args[0] == "node" || args[0] == "module"))
-	provisionerBin, err := provisionerBinary(cfg.StateDir, def, starts)
+	// The provisioner comes right after the control plane: the nodes' pods need their volumes. A
+	// running one is found by its record, whatever checkout started it.
+	provisionerBin, err := defaultProvisionerBinary(*binDir)
 	if err != nil {
 		return err
 	}
@@ -132,6 +132,7 @@ func run() error {
 	case err != nil:
 		return err
 	case ok:
+		ms.BinDir = startBinDir(*binDir, ms.BinDir, "kube-api-rewriter")
 		if err := withModule(s, ms, *portBase); err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func run() error {
 		if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
 			return err
 		}
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
 		if err := s.Up(ctx); err != nil {
@@ -159,24 +160,23 @@ func run() error {
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
 		purge := fs.Bool("purge", false, "also delete the state directory (etcd data, PKI, logs)")
 		_ = fs.Parse(args[1:])
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
-		// Node agents stop first (they leave their pods running), then their pods go.
-		err := s.Down(false)
-		err = errors.Join(err, cleanupNodes(s))
-		// With no pod left, the volumes are unmounted and detached; their files stay for the
-		// next up, whose provisioner attaches them again.
+		// Node agents and the module's programs stop first (agents leave their pods running),
+		// then the pods go and the apiserver learns it, as from a graceful node shutdown. With no
+		// pod left, the volumes are unmounted and detached (their files stay for the next up,
+		// whose provisioner attaches them again); the control plane stops last.
+		err := s.StopComponents()
+		err = errors.Join(err, shutdownNodes(ctx, s))
 		err = errors.Join(err, provisioner.ReleaseVolumes(ctx, s))
-		if *purge {
-			err = errors.Join(err, s.Down(true))
-		}
+		err = errors.Join(err, s.Down(*purge))
 		if coreOn {
 			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
 		}
 		return err
 	case "status":
-		if err := withNodes(s); err != nil {
+		if err := withNodes(s, *binDir); err != nil {
 			return err
 		}
 		st := s.Status()

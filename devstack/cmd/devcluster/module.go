@@ -61,7 +61,7 @@ func withModule(s *controlplane.Stack, ms moduleSpec, portBase int) error {
 
 // moduleCommand runs `devcluster module up|down`.
 func moduleCommand(ctx context.Context, s *controlplane.Stack, binDir string, portBase int, args []string) error {
-	usage := errors.New("usage: devcluster module up [-nodes node1,...] [-repo DIR] [-set k=v]... | module down")
+	usage := errors.New("usage: devcluster module up [-nodes node1,...] [-repo DIR] [-set k=v]... | module down | module wait-vm [-n NS] [-timeout D] VM")
 	if len(args) == 0 {
 		return usage
 	}
@@ -70,6 +70,15 @@ func moduleCommand(ctx context.Context, s *controlplane.Stack, binDir string, po
 		return moduleUp(ctx, s, binDir, portBase, args[1:])
 	case "down":
 		return moduleDown(ctx, s, args[1:])
+	case "wait-vm":
+		fs := flag.NewFlagSet("module wait-vm", flag.ExitOnError)
+		ns := fs.String("n", "default", "the VM's namespace")
+		timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait")
+		_ = fs.Parse(args[1:])
+		if fs.NArg() != 1 {
+			return usage
+		}
+		return module.WaitVM(ctx, module.Options{Stack: s, Log: os.Stderr}, *ns, fs.Arg(0), *timeout)
 	}
 	return usage
 }
@@ -109,7 +118,7 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 			return err
 		}
 	}
-	if err := withNodes(s); err != nil {
+	if err := withNodes(s, binDir); err != nil {
 		return err
 	}
 	ms := moduleSpec{BinDir: abs}

@@ -99,6 +99,11 @@ func kubeClient(s *controlplane.Stack) (kubernetes.Interface, error) {
 }
 
 func nodeReady(ctx context.Context, s *controlplane.Stack, name string, since time.Time) error {
+	// Another agent's Lease would look the same: the node must be this daemon's.
+	pid := s.Status()[nodeDaemon(name)]
+	if claim, err := nodeagent.Claimant(nodeRoot(s, name)); err != nil || claim.Pid != pid {
+		return fmt.Errorf("agent %d has not claimed node %s (%+v, %v)", pid, name, claim, err)
+	}
 	kube, err := kubeClient(s)
 	if err != nil {
 		return err
@@ -124,16 +129,33 @@ func nodeReady(ctx context.Context, s *controlplane.Stack, name string, since ti
 	return nil
 }
 
-// withNodes adds the daemons of the marked nodes to the stack.
-func withNodes(s *controlplane.Stack) error {
+// withNodes adds the daemons of the marked nodes to the stack, started from binDir's node agent
+// when it has one (see startBinDir).
+func withNodes(s *controlplane.Stack, binDir string) error {
 	nodes, err := markedNodes(s)
 	if err != nil {
 		return err
 	}
 	for _, ns := range nodes {
+		ns.BinDir = startBinDir(binDir, ns.BinDir, "node-agent")
+		ns.Bin = filepath.Join(ns.BinDir, "node-agent")
 		s.AddComponents(nodeComponent(s, ns))
 	}
 	return nil
+}
+
+// startBinDir is where a daemon that does not run starts from: the bin directory of the checkout
+// that runs devcluster when it has the program, else the one the daemon was set up with (which may
+// be another checkout's, or gone). A daemon that runs is found by its record, whatever its binary.
+func startBinDir(invoking, recorded, program string) string {
+	abs, err := filepath.Abs(invoking)
+	if err != nil {
+		return recorded
+	}
+	if _, err := os.Stat(filepath.Join(abs, program)); err != nil {
+		return recorded
+	}
+	return abs
 }
 
 // nodeCommand runs `devcluster node up|down|list`.
@@ -144,7 +166,7 @@ func nodeCommand(ctx context.Context, s *controlplane.Stack, binDir string, args
 	}
 	switch args[0] {
 	case "list":
-		return nodeList(ctx, s)
+		return nodeList(ctx, s, binDir)
 	case "up":
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			return usage
@@ -163,7 +185,7 @@ func nodeUp(ctx context.Context, s *controlplane.Stack, binDir, name string, fla
 	if err := markNode(s, binDir, name, flags); err != nil {
 		return err
 	}
-	if err := withNodes(s); err != nil {
+	if err := withNodes(s, binDir); err != nil {
 		return err
 	}
 	if err := controlplane.EnsureBinaries(os.Stderr); err != nil {
@@ -252,8 +274,10 @@ func nodeDown(ctx context.Context, s *controlplane.Stack, name string) error {
 	return errors.Join(errs...)
 }
 
-// cleanupNodes removes the pods of every node of the stack; their agents must have stopped.
-func cleanupNodes(s *controlplane.Stack) error {
+// shutdownNodes removes the pods of every node of the stack, whose agents must have stopped, and
+// reports them Failed by the node's shutdown while the apiserver runs: a stack that comes up again
+// shows no pod as running that is not.
+func shutdownNodes(ctx context.Context, s *controlplane.Stack) error {
 	entries, err := os.ReadDir(nodesDir(s))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -262,20 +286,37 @@ func cleanupNodes(s *controlplane.Stack) error {
 		return err
 	}
 	var errs []error
+	var nodes []string
 	for _, e := range entries {
 		if e.IsDir() {
 			errs = append(errs, nodeagent.CleanupNode(filepath.Join(nodesDir(s), e.Name()), s.Config().Net, 10*time.Second))
+			nodes = append(nodes, e.Name())
 		}
+	}
+	if len(nodes) == 0 {
+		return errors.Join(errs...)
+	}
+	if err := s.Ready(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "the apiserver is not running (%v): the pods of %s keep their last status until their agents start again\n", err, strings.Join(nodes, ", "))
+		return errors.Join(errs...)
+	}
+	kube, err := kubeClient(s)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	now := metav1.Now()
+	for _, n := range nodes {
+		errs = append(errs, nodeagent.ReportNodeShutdown(ctx, kube, n, now))
 	}
 	return errors.Join(errs...)
 }
 
-func nodeList(ctx context.Context, s *controlplane.Stack) error {
+func nodeList(ctx context.Context, s *controlplane.Stack, binDir string) error {
 	nodes, err := markedNodes(s)
 	if err != nil {
 		return err
 	}
-	if err := withNodes(s); err != nil {
+	if err := withNodes(s, binDir); err != nil {
 		return err
 	}
 	st := s.Status()
