@@ -21,10 +21,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
-// groupVersion is the aggregated API's, subresources.kubevirt.io/v1.
-const groupVersion = virtapicontract.SubresourcesGroup + "/" + virtapicontract.SubresourcesVersion
-
-// Server serves subresources.kubevirt.io/v1.
+// Server serves subresources.kubevirt.io/v1 (and v1alpha3, the same routes).
 type Server struct {
 	// Client speaks kubevirt.io (through the rewriter).
 	Client     client.Client
@@ -32,16 +29,46 @@ type Server struct {
 	Authorizer Authorizer
 	// Nodes reaches the virt-handler of a VMI's node; nil answers node commands with 503.
 	Nodes *NodeProxy
-	Log   *slog.Logger
+	// Info is what the version, guestfs and healthz routes answer.
+	Info Info
+	Log  *slog.Logger
 }
 
 type vmCommand func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, body io.Reader) (Plan, *apierrors.StatusError)
 
-// Handler routes the API.
+// Handler routes the API: every version of virtapicontract.SubresourcesVersions, and /healthz.
+// What KubeVirt has and the core does not serve answers 501 (unsupported.go); other paths a
+// 404 Status, and a served path with another method a 405 Status.
 func (s *Server) Handler() http.Handler {
+	mux, info := s.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info[r.URL.Path] {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if _, err := s.Auth.Authenticate(r); err != nil {
+			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// routes is the API's mux and the paths of its information routes.
+func (s *Server) routes() (*http.ServeMux, map[string]bool) {
 	mux := http.NewServeMux()
-	prefix := "/apis/" + groupVersion
-	mux.HandleFunc("GET "+prefix, s.discovery)
+	info := map[string]bool{"/healthz": true}
+	for _, v := range virtapicontract.SubresourcesVersions {
+		s.versionRoutes(mux, "/apis/"+virtapicontract.SubresourcesGroup+"/"+v, virtapicontract.SubresourcesGroup+"/"+v, info)
+	}
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { apistatus.Write(w, unrouted(mux, r)) })
+	return mux, info
+}
+
+func (s *Server) versionRoutes(mux *http.ServeMux, prefix, groupVersion string, infoPaths map[string]bool) {
+	mux.HandleFunc("GET "+prefix+"/{$}", s.discovery(groupVersion))
+	mux.HandleFunc("GET "+prefix, s.discovery(groupVersion))
 	for name, cmd := range map[string]vmCommand{
 		"start":   withOptions(StartPlan),
 		"stop":    withOptions(StopPlan),
@@ -66,13 +93,8 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("get", "virtualmachineinstances", name, s.guestAgentHandler(name)))
 	}
 	s.portForwardRoutes(mux, prefix)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.Auth.Authenticate(r); err != nil {
-			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	s.infoRoutes(mux, prefix, infoPaths)
+	unsupportedRoutes(mux, prefix)
 }
 
 // resources is the discovery document; the aggregator checks it to mark the APIService available.
@@ -90,11 +112,22 @@ var resources = func() []metav1.APIResource {
 	return append(out, portForwardResources...)
 }()
 
-func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
-	apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
-		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: groupVersion, APIResources: resources,
-	})
+// served are the resource/subresource names virt-api serves, as its discovery lists them.
+func served() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range resources {
+		out[r.Name] = true
+	}
+	return out
+}
+
+func (s *Server) discovery(groupVersion string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: groupVersion, APIResources: resources,
+		})
+	}
 }
 
 // authorized checks RBAC for verb on resource/sub before running next.
