@@ -181,11 +181,17 @@ func (s *Server) vmHandler(cmd vmCommand) http.HandlerFunc {
 			apistatus.Write(w, apierrors.NewInternalError(err))
 			return
 		}
+		dry, serr := requestDryRun(r)
+		if serr != nil {
+			apistatus.Write(w, serr)
+			return
+		}
 		plan, serr := cmd(vm, vmi, r.Body)
 		if serr != nil {
 			apistatus.Write(w, serr)
 			return
 		}
+		plan.DryRun = plan.DryRun || dry
 		if serr := s.apply(ctx, vm, plan); serr != nil {
 			apistatus.Write(w, serr)
 			return
@@ -215,10 +221,14 @@ func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Pla
 		return apierrors.NewInternalError(err)
 	}
 	if p.DeleteLauncherOf != nil {
-		return s.forceStop(ctx, p.DeleteLauncherOf)
+		return s.forceStop(ctx, p.DeleteLauncherOf, p.DryRun)
 	}
 	if p.CreateMigration != nil {
-		if err := s.Client.Create(ctx, p.CreateMigration); err != nil {
+		var opts []client.CreateOption
+		if p.DryRun {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := s.Client.Create(ctx, p.CreateMigration, opts...); err != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 				// The migration webhook's refusal is the caller's answer.
 				return apierrors.NewBadRequest(err.Error())
@@ -230,7 +240,11 @@ func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Pla
 }
 
 // forceStop deletes the running launcher Pod without grace, for restart with gracePeriod 0.
-func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) *apierrors.StatusError {
+func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, dryRun bool) *apierrors.StatusError {
+	opts := []client.DeleteOption{client.GracePeriodSeconds(0)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
 	var pods corev1.PodList
 	if err := s.Client.List(ctx, &pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{
 		kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID),
@@ -241,7 +255,7 @@ func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineIn
 		if pods.Items[i].Status.Phase != corev1.PodRunning {
 			continue
 		}
-		if err := s.Client.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		if err := s.Client.Delete(ctx, &pods.Items[i], opts...); client.IgnoreNotFound(err) != nil {
 			return apierrors.NewInternalError(err)
 		}
 	}
@@ -262,6 +276,15 @@ func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 			apistatus.Write(w, serr)
 			return
 		}
+		if dry, serr := commandDryRun(cmd, r); serr != nil || dry {
+			// Checked as a real command would be; nothing reaches the node.
+			if serr != nil {
+				apistatus.Write(w, serr)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if s.Nodes == nil {
 			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
 			return
@@ -273,6 +296,24 @@ func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 		}
 		s.Nodes.Command(w, r, vmi.Status.NodeName, path)
 	}
+}
+
+// commandDryRun reads a node command's dryRun: the query's, and for pause and unpause also
+// their options' (PauseOptions, UnpauseOptions). Streams are never dry runs.
+func commandDryRun(cmd string, r *http.Request) (bool, *apierrors.StatusError) {
+	if r.Method != http.MethodPut {
+		return false, nil
+	}
+	if cmd == "pause" || cmd == "unpause" {
+		var opts kubevirtv1.PauseOptions
+		if err := yaml.NewYAMLOrJSONDecoder(r.Body, 1024).Decode(&opts); err != nil && !errors.Is(err, io.EOF) {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("Can not unmarshal Request body to struct, error: %s", err))
+		}
+		if dry, serr := DryRun(opts.DryRun); serr != nil || dry {
+			return dry, serr
+		}
+	}
+	return requestDryRun(r)
 }
 
 func notFoundOr(err error, resource, name string) *apierrors.StatusError {
