@@ -53,6 +53,7 @@ func TestVMNodeCases(t *testing.T) {
 		{"PortForward", testPortForward},
 		{"GuestAgent", testGuestAgent},
 		{"Hotplug", testHotplug},
+		{"StartPaused", testStartPaused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
