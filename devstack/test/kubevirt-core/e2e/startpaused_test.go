@@ -67,7 +67,8 @@ func launcherEndpoint(t *testing.T, kube kubernetes.Interface, ns, service strin
 // switched on, the guest is created with its vCPUs stopped (the launcher's libvirt says paused,
 // the console stays silent), and it boots once unpaused. A Service made through the rewriter that
 // selects the launcher by vmi.kubevirt.io/id gets the launcher's endpoint, ready once the guest
-// runs. A template with startStrategy Paused starts paused too.
+// runs. reset boots the guest again in the same VMI. A template with startStrategy Paused starts
+// paused too.
 func testStartPaused(t *testing.T, c *cluster, kc client.Client, ns string) {
 	ctx := testenv.Context(t)
 	vm := newVM(ns, "paused")
@@ -123,8 +124,21 @@ func testStartPaused(t *testing.T, c *cluster, kc client.Client, ns string) {
 	if _, err := con.WaitFor(marker, 3*time.Minute); err != nil {
 		t.Fatalf("the unpaused guest does not boot: %v\n%s", err, con)
 	}
-	waitRunning(t, kc, ns, vm.Name, "")
+	running := waitRunning(t, kc, ns, vm.Name, "")
 	launcherEndpoint(t, admin, ns, svc.Name, &pods[0], true)
+
+	// reset is the machine's reset button: the same VMI and QEMU, the guest boots again.
+	oldBoot := guestValue(t, waitShell(t, con), "boot", bootIDScript)
+	vmiCommand(t, c, ns, vm.Name, "reset")
+	if _, err := con.WaitFor(marker, 3*time.Minute); err != nil {
+		t.Fatalf("the reset guest does not boot again: %v\n%s", err, con)
+	}
+	if boot := guestValue(t, waitShell(t, con), "boot", bootIDScript); boot == oldBoot {
+		t.Errorf("boot ID %s unchanged after reset", boot)
+	}
+	if after := waitRunning(t, kc, ns, vm.Name, ""); after.UID != running.UID || !qemuRunning(after) {
+		t.Errorf("reset replaced the VMI (%s, then %s) or QEMU", running.UID, after.UID)
+	}
 
 	tmpl := newVM(ns, "paused-template")
 	paused := kubevirtv1.StartStrategyPaused

@@ -94,7 +94,7 @@ func TestSubresourceInfoAndUnsupportedRoutes(t *testing.T) {
 	}{
 		{http.MethodPut, "v1/namespaces/" + ns + "/virtualmachines/vm/memorydump", http.StatusNotImplemented, subresources.ReasonNotSupported, "virtualmachines/memorydump is not supported"},
 		{http.MethodPut, "v1/namespaces/" + ns + "/virtualmachines/vm/removememorydump", http.StatusNotImplemented, subresources.ReasonNotSupported, "virtualmachines/removememorydump is not supported"},
-		{http.MethodPut, "v1/namespaces/" + ns + "/virtualmachineinstances/vm/reset", http.StatusNotImplemented, subresources.ReasonNotSupported, "virtualmachineinstances/reset is not supported"},
+		{http.MethodPut, "v1/namespaces/" + ns + "/virtualmachineinstances/vm/evacuatecancel", http.StatusNotImplemented, subresources.ReasonNotSupported, "virtualmachineinstances/evacuatecancel is not supported"},
 		{http.MethodGet, "v1/namespaces/" + ns + "/virtualmachineinstances/vm/usbredir", http.StatusNotImplemented, subresources.ReasonNotSupported, "usbredir"},
 		{http.MethodGet, "v1/namespaces/" + ns + "/virtualmachines/vm/expand-spec", http.StatusNotImplemented, subresources.ReasonNotSupported, "expand-spec"},
 		{http.MethodGet, "v1/namespaces/" + ns + "/virtualmachines/vm/objectgraph", http.StatusNotImplemented, subresources.ReasonNotSupported, "objectgraph"},

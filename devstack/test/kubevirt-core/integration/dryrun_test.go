@@ -151,6 +151,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		{"pause", vmiPath("on", "pause"), body, nil, http.StatusOK},
 		{"pause by query", vmiPath("on", "pause"), "", dry, http.StatusOK},
 		{"soft reboot", vmiPath("on", "softreboot"), "", dry, http.StatusOK},
+		{"reset", vmiPath("on", "reset"), "", dry, http.StatusOK},
 		{"freeze", vmiPath("on", "freeze"), "", dry, http.StatusOK},
 		{"unfreeze", vmiPath("on", "unfreeze"), "", dry, http.StatusOK},
 		{"VMI addvolume", vmiPath("on", "addvolume"), `{"name":"hot","disk":{"disk":{"bus":"virtio"}},"volumeSource":{"persistentVolumeClaim":{"claimName":"c"}},"dryRun":["All"]}`, nil, http.StatusAccepted},

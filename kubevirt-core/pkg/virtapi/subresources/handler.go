@@ -80,7 +80,7 @@ func (s *Server) versionRoutes(mux *http.ServeMux, prefix, groupVersion string, 
 	} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachines/{name}/"+name, s.authorized("update", "virtualmachines", name, s.vmHandler(cmd)))
 	}
-	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
+	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset"} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("update", "virtualmachineinstances", name, s.vmiHandler(name)))
 	}
 	for name, add := range map[string]bool{"addvolume": true, "removevolume": false} {
@@ -103,7 +103,7 @@ var resources = func() []metav1.APIResource {
 	for _, sub := range []string{"start", "stop", "restart", "migrate", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachines/" + sub, Namespaced: true, Kind: "VirtualMachine", Verbs: []string{"update"}})
 	}
-	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "addvolume", "removevolume"} {
+	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"update"}})
 	}
 	for _, sub := range []string{"console", "vnc", "guestosinfo", "userlist", "filesystemlist"} {

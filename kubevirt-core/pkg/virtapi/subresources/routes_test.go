@@ -50,7 +50,7 @@ func TestRoutesWithoutObjects(t *testing.T) {
 		{"PUT", g + "v1alpha3/namespaces/ns/virtualmachines/vm/removememorydump", 501, ReasonNotSupported, "virtualmachines/removememorydump is not supported"},
 		{"GET", g + "v1/namespaces/ns/virtualmachines/vm/expand-spec", 501, ReasonNotSupported, "expand-spec"},
 		{"GET", g + "v1/namespaces/ns/virtualmachines/vm/objectgraph", 501, ReasonNotSupported, "objectgraph"},
-		{"PUT", g + "v1/namespaces/ns/virtualmachineinstances/vm/reset", 501, ReasonNotSupported, "virtualmachineinstances/reset"},
+		{"PUT", g + "v1/namespaces/ns/virtualmachineinstances/vm/evacuatecancel", 501, ReasonNotSupported, "virtualmachineinstances/evacuatecancel"},
 		{"GET", g + "v1/namespaces/ns/virtualmachineinstances/vm/usbredir", 501, ReasonNotSupported, "usbredir"},
 		{"GET", g + "v1/namespaces/ns/virtualmachineinstances/vm/sev/fetchcertchain", 501, ReasonNotSupported, "virtualmachineinstances/sev"},
 		{"PUT", g + "v1/namespaces/ns/virtualmachineinstances/vm/sev/setupsession", 501, ReasonNotSupported, "virtualmachineinstances/sev"},
