@@ -57,9 +57,9 @@ const (
 	SubresourcesAPIService = "v1." + virtapicontract.SubresourcesGroup
 	// DefaultRole is KubeVirt's role of every authenticated user: the version and guestfs
 	// information of virt-api, which clients read after any error.
-	DefaultRole = "kubevirt.io:default"
-	ValidatingWebhooks     = "virt-api-validator"
-	MutatingWebhooks       = "virt-api-mutator"
+	DefaultRole        = "kubevirt.io:default"
+	ValidatingWebhooks = "virt-api-validator"
+	MutatingWebhooks   = "virt-api-mutator"
 
 	// FieldManager owns every field the operator applies.
 	FieldManager = "virt-operator"
