@@ -18,6 +18,7 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -77,12 +78,15 @@ func register(ctx context.Context, s *controlplane.Stack, host localnet.Host) er
 			}
 			return err
 		},
-		func() error {
+	}
+	// Both versions virt-api serves, as virt-operator registers them.
+	for _, version := range virtapicontract.SubresourcesVersions {
+		objects = append(objects, func() error {
 			svc := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-				"metadata": map[string]any{"name": "v1.subresources.kubevirt.io"},
+				"metadata": map[string]any{"name": version + "." + virtapicontract.SubresourcesGroup},
 				"spec": map[string]any{
-					"group": "subresources.kubevirt.io", "version": "v1",
+					"group": virtapicontract.SubresourcesGroup, "version": version,
 					"service":              map[string]any{"namespace": Namespace, "name": "virt-api", "port": int64(443)},
 					"caBundle":             base64.StdEncoding.EncodeToString(ca),
 					"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
@@ -90,7 +94,7 @@ func register(ctx context.Context, s *controlplane.Stack, host localnet.Host) er
 			}}
 			_, err := dyn.Resource(apiServices).Apply(ctx, svc.GetName(), svc, metav1.ApplyOptions{FieldManager: "devcluster", Force: true})
 			return err
-		},
+		})
 	}
 	for _, create := range objects {
 		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {

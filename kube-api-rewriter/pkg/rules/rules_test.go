@@ -113,6 +113,8 @@ func TestKeys(t *testing.T) {
 		[3]string{"exact", "kubevirt.io", ik},
 		[3]string{"exact", "kubevirt.io/created-by", ik + "/created-by"},
 		[3]string{"wildcard", "vm.kubevirt.io/name", "vm." + ik + "/name"},
+		[3]string{"vmi prefix", "vmi.kubevirt.io/id", "vmi." + ik + "/id"},
+		[3]string{"preserved vmi prefix", "preserved-original-vmi.kubevirt.io/id", "vmi.kubevirt.io/id"},
 		[3]string{"wildcard", "operator.kubevirt.io/x", "operator." + ik + "/x"},
 		[3]string{"wildcard", "prometheus.kubevirt.io", "prometheus." + ik},
 		[3]string{"longer wildcard", "cpu-model.node.kubevirt.io/Haswell", "cpu-model.node.virtualization.deckhouse.io/Haswell"},

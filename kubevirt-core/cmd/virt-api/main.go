@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/kubevirt-core/pkg/buildinfo"
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
@@ -133,7 +134,10 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	api := (&subresources.Server{Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Nodes: proxy, Log: log}).Handler()
+	api := (&subresources.Server{
+		Client: c, Auth: auth, Authorizer: subresources.Authorizer{Kube: kube}, Nodes: proxy, Log: log,
+		Info: subresources.Info{Build: buildinfo.Get(), Kube: kube.Discovery()},
+	}).Handler()
 	srv := &http.Server{
 		Addr:              listen,
 		Handler:           metrics.Instrument("subresources", apimetrics.SubresourceRoute, api),
@@ -172,7 +176,7 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 		go func() { errc <- fmt.Errorf("serve metrics %s: %w", m.Addr, m.ListenAndServe()) }()
 		servers = append(servers, m)
 	}
-	log.Info("serving subresources.kubevirt.io/v1", "addr", listen, "webhooks", hooks.listen)
+	log.Info("serving subresources.kubevirt.io", "versions", virtapicontract.SubresourcesVersions, "addr", listen, "webhooks", hooks.listen, "version", buildinfo.Get().GitVersion)
 	var runErr error
 	select {
 	case runErr = <-errc:

@@ -48,6 +48,8 @@ type Server interface {
 	Freeze(context.Context, *Empty) (*Empty, error)
 	Unfreeze(context.Context, *Empty) (*Empty, error)
 	SoftReboot(context.Context, *Empty) (*Empty, error)
+	// Reset resets the guest at once, as the reset button of a machine does.
+	Reset(context.Context, *Empty) (*Empty, error)
 	Status(context.Context, *Empty) (*DomainStatus, error)
 	// Watch sends the current status at once and then every change, until the client goes away
 	// or the launcher exits.
@@ -92,6 +94,7 @@ var serviceDesc = grpc.ServiceDesc{
 		unary("Freeze", Server.Freeze),
 		unary("Unfreeze", Server.Unfreeze),
 		unary("SoftReboot", Server.SoftReboot),
+		unary("Reset", Server.Reset),
 		unary("Status", Server.Status),
 		unary("PrepareMigrationTarget", Server.PrepareMigrationTarget),
 		unary("Migrate", Server.Migrate),
@@ -192,6 +195,11 @@ func (c *Client) Unfreeze(ctx context.Context) error {
 
 func (c *Client) SoftReboot(ctx context.Context) error {
 	_, err := invoke[Empty](ctx, c, "SoftReboot", &Empty{})
+	return err
+}
+
+func (c *Client) Reset(ctx context.Context) error {
+	_, err := invoke[Empty](ctx, c, "Reset", &Empty{})
 	return err
 }
 

@@ -35,6 +35,7 @@ func (r *recorder) Freeze(context.Context, *Empty) (*Empty, error) {
 }
 func (r *recorder) Unfreeze(context.Context, *Empty) (*Empty, error)   { return &Empty{}, nil }
 func (r *recorder) SoftReboot(context.Context, *Empty) (*Empty, error) { return &Empty{}, nil }
+func (r *recorder) Reset(context.Context, *Empty) (*Empty, error)      { return &Empty{}, nil }
 func (r *recorder) Status(context.Context, *Empty) (*DomainStatus, error) {
 	return &DomainStatus{Defined: true, State: StatePaused}, nil
 }

@@ -20,6 +20,9 @@ const (
 	AppLabelValue = "virt-launcher"
 	// ComputeContainer runs virt-launcher and, through it, QEMU.
 	ComputeContainer = "compute"
+	// IDLabel carries the VMI's name on its launcher Pods, as newer KubeVirt sets it (kubevirt.io/api
+	// v1.6 has no constant for it): clients select a VM's Pods by it, e.g. to expose it as a Service.
+	IDLabel = "vmi.kubevirt.io/id"
 )
 
 // GracePadding is the time in seconds the guest's grace period is padded with, twice: once so

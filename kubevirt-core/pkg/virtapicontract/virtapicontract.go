@@ -29,3 +29,24 @@ var WebhookPaths = []string{PathVMICreate, PathVMIUpdate, PathVM, PathVMIRS, Pat
 // HandlerServerName is the name virt-handler's serving certificate carries. Handler Pods come and
 // go with their IPs, so virt-api verifies the name, not the address.
 const HandlerServerName = "virt-handler"
+
+// SubresourcesVersions are the versions virt-api serves, with the same routes, as KubeVirt's:
+// the preferred one first.
+var SubresourcesVersions = []string{SubresourcesVersion, "v1alpha3"}
+
+// KubeVirtSubresources are the subresources KubeVirt's virt-api has, by resource, whether the core
+// serves them or not: the first path element below the object (sev stands for sev/fetchcertchain
+// and the other SEV routes). virt-api answers the ones it does not serve with a Status saying so,
+// and its metrics name only these.
+var KubeVirtSubresources = map[string][]string{
+	"virtualmachines": {"start", "stop", "restart", "migrate", "addvolume", "removevolume", "portforward",
+		"expand-spec", "memorydump", "removememorydump", "evacuatecancel", "objectgraph"},
+	"virtualmachineinstances": {"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset",
+		"guestosinfo", "userlist", "filesystemlist", "console", "vnc", "portforward", "addvolume",
+		"removevolume", "sev", "usbredir", "vsock", "evacuatecancel", "objectgraph"},
+}
+
+// KubeVirtGroupRoutes are KubeVirt's routes below the group version that are not about one object
+// (besides version, guestfs and healthz, which virt-api serves): namespaces/{ns}/expand-vm-spec and
+// the cluster profiler.
+var KubeVirtGroupRoutes = []string{"expand-vm-spec", "start-cluster-profiler", "stop-cluster-profiler", "dump-cluster-profiler"}

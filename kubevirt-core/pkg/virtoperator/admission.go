@@ -16,8 +16,10 @@ import (
 // core does not need the aggregator's types for one object.
 var APIServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}
 
-func (in Install) subresourcesAPIService(c Certs) *unstructured.Unstructured {
-	m := in.clusterMeta(SubresourcesAPIService, APIName)
+// subresourcesAPIService registers one version of virt-api's group, as KubeVirt registers v1 and
+// v1alpha3.
+func (in Install) subresourcesAPIService(version string, c Certs) *unstructured.Unstructured {
+	m := in.clusterMeta(version+"."+virtapicontract.SubresourcesGroup, APIName)
 	labels := map[string]any{}
 	for k, v := range m.Labels {
 		labels[k] = v
@@ -26,7 +28,7 @@ func (in Install) subresourcesAPIService(c Certs) *unstructured.Unstructured {
 		"metadata": map[string]any{"name": m.Name, "labels": labels},
 		"spec": map[string]any{
 			"group":   virtapicontract.SubresourcesGroup,
-			"version": virtapicontract.SubresourcesVersion,
+			"version": version,
 			"service": map[string]any{"namespace": in.Namespace, "name": APIService, "port": int64(443)},
 			// KubeVirt's priorities: the group sorts after the built-in ones.
 			"caBundle":             base64.StdEncoding.EncodeToString(c.Bundle),

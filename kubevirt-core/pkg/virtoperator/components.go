@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 )
 
@@ -38,9 +39,11 @@ func (in Install) APIObjects(c Certs) []client.Object {
 		in.service(APIService, APIName, 443, intstr.FromString("virt-api")),
 		in.service(WebhookService, APIName, 443, intstr.FromString("webhooks")),
 		in.apiDeployment(c),
-		in.subresourcesAPIService(c),
 		in.validatingWebhooks(c),
 		in.mutatingWebhooks(c),
+	}
+	for _, v := range virtapicontract.SubresourcesVersions {
+		out = append(out, in.subresourcesAPIService(v, c))
 	}
 	out = append(out, in.metricsObjects(APIName, c)...)
 	return append(out, in.apiRBAC()...)

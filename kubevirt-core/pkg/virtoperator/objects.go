@@ -52,10 +52,14 @@ const (
 	APIService = "virt-api"
 	// WebhookService is the Service of the rewriter sidecar's webhook listener in virt-api's pods.
 	WebhookService = "virt-api-webhooks"
-	// SubresourcesAPIService is the APIService of subresources.kubevirt.io/v1.
+	// SubresourcesAPIService is the APIService of subresources.kubevirt.io/v1; each other version
+	// of virtapicontract.SubresourcesVersions has one named the same way.
 	SubresourcesAPIService = "v1." + virtapicontract.SubresourcesGroup
-	ValidatingWebhooks     = "virt-api-validator"
-	MutatingWebhooks       = "virt-api-mutator"
+	// DefaultRole is KubeVirt's role of every authenticated user: the version and guestfs
+	// information of virt-api, which clients read after any error.
+	DefaultRole        = "kubevirt.io:default"
+	ValidatingWebhooks = "virt-api-validator"
+	MutatingWebhooks   = "virt-api-mutator"
 
 	// FieldManager owns every field the operator applies.
 	FieldManager = "virt-operator"

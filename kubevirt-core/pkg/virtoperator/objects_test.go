@@ -68,10 +68,10 @@ func TestObjectsInventory(t *testing.T) {
 		got = append(got, objectKey(kindOf(o), o.GetNamespace(), o.GetName()))
 	}
 	want := []string{
-		"APIService v1.subresources.kubevirt.io",
+		"APIService v1.subresources.kubevirt.io", "APIService v1alpha3.subresources.kubevirt.io",
 		"ClusterRole kubevirt-apiserver", "ClusterRole kubevirt-controller", "ClusterRole kubevirt-handler",
-		"ClusterRole kubevirt-internal-virtualization-metrics-reader", "ClusterRole kubevirt.io:admin", "ClusterRole kubevirt.io:edit", "ClusterRole kubevirt.io:view",
-		"ClusterRoleBinding kubevirt-apiserver", "ClusterRoleBinding kubevirt-controller", "ClusterRoleBinding kubevirt-handler",
+		"ClusterRole kubevirt-internal-virtualization-metrics-reader", "ClusterRole kubevirt.io:admin", "ClusterRole kubevirt.io:default", "ClusterRole kubevirt.io:edit", "ClusterRole kubevirt.io:view",
+		"ClusterRoleBinding kubevirt-apiserver", "ClusterRoleBinding kubevirt-controller", "ClusterRoleBinding kubevirt-handler", "ClusterRoleBinding kubevirt.io:default",
 		"ConfigMap kv-ns/kube-api-rewriter-kubeconfig",
 		"DaemonSet kv-ns/virt-handler",
 		"Deployment kv-ns/virt-api", "Deployment kv-ns/virt-controller",

@@ -151,7 +151,18 @@ func (in Install) UserRoles() []client.Object {
 		role("kubevirt.io:admin", "admin", userEditRules()),
 		role("kubevirt.io:edit", "edit", userEditRules()),
 		role("kubevirt.io:view", "view", userViewRules()),
+		&rbacv1.ClusterRole{ObjectMeta: in.clusterMeta(DefaultRole, ""), Rules: defaultRules()},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: in.clusterMeta(DefaultRole, ""),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: DefaultRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+		},
 	}
+}
+
+// defaultRules are KubeVirt's kubevirt.io:default: virt-api's version and guestfs.
+func defaultRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{rule(subres, []string{"get", "list"}, "version", "guestfs")}
 }
 
 // clusterBinding is a ClusterRole of the same name as the account, bound to it.
@@ -233,7 +244,7 @@ func OperatorRules() []rbacv1.PolicyRule {
 	}
 	for _, granted := range [][]rbacv1.PolicyRule{
 		ControllerRules(), ControllerNamespaceRules(), HandlerRules(), APIRules(), userEditRules(), userViewRules(),
-		metricsReaderRules(),
+		defaultRules(), metricsReaderRules(),
 	} {
 		out = append(out, granted...)
 	}

@@ -94,11 +94,28 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("kubevirt.io:%s labels %v", agg, role.Labels)
 		}
 	}
+	// Every authenticated user reads virt-api's version and guestfs, as KubeVirt's default role.
+	def := get[*rbacv1.ClusterRoleBinding](t, ix, "ClusterRoleBinding", "", DefaultRole)
+	if len(def.Subjects) != 1 || def.Subjects[0].Kind != rbacv1.GroupKind || def.Subjects[0].Name != "system:authenticated" {
+		t.Errorf("%s subjects %+v", DefaultRole, def.Subjects)
+	}
+	defRole := get[*rbacv1.ClusterRole](t, ix, "ClusterRole", "", DefaultRole)
+	for _, res := range []string{"version", "guestfs"} {
+		if !allowed(defRole.Rules, "subresources.kubevirt.io", res, "get") {
+			t.Errorf("%s cannot get %s", DefaultRole, res)
+		}
+	}
+	if allowed(defRole.Rules, "subresources.kubevirt.io", "virtualmachines/start", "update") {
+		t.Errorf("%s may start VMs", DefaultRole)
+	}
 	// Every binding names a role that exists (or a built-in one) and an account Objects makes.
 	for _, o := range ix {
 		switch b := o.(type) {
 		case *rbacv1.ClusterRoleBinding:
 			get[*rbacv1.ClusterRole](t, ix, "ClusterRole", "", b.RoleRef.Name)
+			if b.Name == DefaultRole {
+				continue
+			}
 			get[*corev1.ServiceAccount](t, ix, "ServiceAccount", b.Subjects[0].Namespace, b.Subjects[0].Name)
 		case *rbacv1.RoleBinding:
 			if b.RoleRef.Name != "extension-apiserver-authentication-reader" {

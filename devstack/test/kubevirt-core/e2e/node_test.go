@@ -53,6 +53,7 @@ func TestVMNodeCases(t *testing.T) {
 		{"PortForward", testPortForward},
 		{"GuestAgent", testGuestAgent},
 		{"Hotplug", testHotplug},
+		{"StartPaused", testStartPaused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,6 +148,12 @@ func guestConsole(t *testing.T, c *cluster, vm *kubevirtv1.VirtualMachine) *gues
 	if _, err := con.WaitFor(regexp.MustCompile(`e2e-marker from `+vm.Name), 3*time.Minute); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
+	return waitShell(t, con)
+}
+
+// waitShell waits on a console whose guest has booted until its shell answers.
+func waitShell(t *testing.T, con *guesttest.Console) *guesttest.Console {
+	t.Helper()
 	for i := 0; ; i++ {
 		// The answer is computed, so the echo of the typed line does not match it.
 		if err := con.Write(fmt.Sprintf("echo shell-up-$((%d+1000))\n", i)); err != nil {

@@ -20,12 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/devstack/testenv"
+	"github.com/d8virt/kubevirt-core/pkg/buildinfo"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
-// startVirtAPI serves subresources.kubevirt.io from a test host behind a real APIService for the
-// duration of the test, with the server talking kubevirt.io through the fixture's rewriter sidecar.
-// It returns the address virt-api listens on, for calls that bypass the apiserver.
+// startVirtAPI serves subresources.kubevirt.io from a test host behind real APIServices (v1 and
+// v1alpha3) for the duration of the test, with the server talking kubevirt.io through the
+// fixture's rewriter sidecar. It returns the address virt-api listens on, for calls that bypass
+// the apiserver.
 func startVirtAPI(t *testing.T, fx *fixture) string {
 	t.Helper()
 	env := fx.env
@@ -36,7 +39,8 @@ func startVirtAPI(t *testing.T, fx *fixture) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &subresources.Server{Client: fx.client, Auth: auth, Authorizer: subresources.Authorizer{Kube: env.Kube}}
+	srv := &subresources.Server{Client: fx.client, Auth: auth, Authorizer: subresources.Authorizer{Kube: env.Kube},
+		Info: subresources.Info{Build: buildinfo.Get(), Kube: env.Kube.Discovery()}}
 	cert, caPEM := testenv.ServingCert(t, []string{"virt-api." + ns + ".svc"}, nil)
 	ln, err := host.Listen("tcp", net.JoinHostPort(host.IP.String(), "8443"))
 	if err != nil {
@@ -50,7 +54,9 @@ func startVirtAPI(t *testing.T, fx *fixture) string {
 	t.Cleanup(func() { _ = hs.Close() })
 	env.ExposeService(t, ns, "virt-api", host.IP.String(), 8443)
 
-	env.RegisterAPIService(t, "subresources.kubevirt.io", "v1", ns, "virt-api", caPEM)
+	for _, v := range virtapicontract.SubresourcesVersions {
+		env.RegisterAPIService(t, virtapicontract.SubresourcesGroup, v, ns, "virt-api", caPEM)
+	}
 	return ln.Addr().String()
 }
 

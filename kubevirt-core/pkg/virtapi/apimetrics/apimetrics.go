@@ -6,10 +6,13 @@ package apimetrics
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
 // Metrics are virt-api's request and admission series.
@@ -70,12 +73,21 @@ func (m *Metrics) Instrument(server string, route func(path string) string, h ht
 	})
 }
 
-// SubresourceRoute names a subresources.kubevirt.io path by what it acts on, e.g.
-// "virtualmachines/start" or "virtualmachineinstances/portforward"; the group's discovery is
-// "discovery" and anything else "other", so that made-up paths cannot grow the series.
+// SubresourceRoute names a subresources.kubevirt.io path (any served version) by what it acts on,
+// e.g. "virtualmachines/start" or "virtualmachineinstances/portforward"; KubeVirt's routes the
+// core does not serve count under their names too. The group's discovery is "discovery", the
+// information routes "version", "guestfs" and "healthz", and anything else "other", so that
+// made-up paths cannot grow the series.
 func SubresourceRoute(path string) string {
-	rest, ok := strings.CutPrefix(path, "/apis/subresources.kubevirt.io/v1")
+	if path == "/healthz" {
+		return "healthz"
+	}
+	rest, ok := strings.CutPrefix(path, "/apis/"+virtapicontract.SubresourcesGroup+"/")
 	if !ok {
+		return "other"
+	}
+	version, rest, _ := strings.Cut(rest, "/")
+	if !slices.Contains(virtapicontract.SubresourcesVersions, version) {
 		return "other"
 	}
 	// /namespaces/{ns}/{resource}/{name}/{subresource}[/...]
@@ -83,26 +95,13 @@ func SubresourceRoute(path string) string {
 	switch {
 	case len(parts) == 1 && parts[0] == "":
 		return "discovery"
-	case len(parts) >= 5 && parts[0] == "namespaces" && knownSubresource[parts[2]+"/"+parts[4]]:
+	case len(parts) == 1 && (parts[0] == "version" || parts[0] == "guestfs" || parts[0] == "healthz"):
+		return parts[0]
+	case len(parts) >= 5 && parts[0] == "namespaces" && slices.Contains(virtapicontract.KubeVirtSubresources[parts[2]], parts[4]):
 		return parts[2] + "/" + parts[4]
 	}
 	return "other"
 }
-
-// knownSubresource are KubeVirt's subresources of VMs and VMIs, served here or not.
-var knownSubresource = func() map[string]bool {
-	known := map[string]bool{}
-	for _, s := range []string{"start", "stop", "restart", "migrate", "addvolume", "removevolume",
-		"portforward", "expand-spec", "memorydump", "removememorydump", "evacuatecancel"} {
-		known["virtualmachines/"+s] = true
-	}
-	for _, s := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset",
-		"guestosinfo", "userlist", "filesystemlist", "console", "vnc", "portforward", "addvolume",
-		"removevolume", "sev", "usbredir", "evacuatecancel"} {
-		known["virtualmachineinstances/"+s] = true
-	}
-	return known
-}()
 
 // WebhookRoute names a webhook path by itself when it is one of paths, "other" otherwise.
 func WebhookRoute(paths ...string) func(string) string {

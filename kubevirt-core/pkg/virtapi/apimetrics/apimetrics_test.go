@@ -21,7 +21,15 @@ func TestSubresourceRoute(t *testing.T) {
 		{"/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/x-1", "other"},
 		{"/apis/subresources.kubevirt.io/v1/namespaces/ns/pods/p/start", "other"},
 		{"/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm", "other"},
-		{"/healthz", "other"},
+		{"/healthz", "healthz"},
+		{"/apis/subresources.kubevirt.io/v1alpha3/namespaces/ns/virtualmachines/vm/stop", "virtualmachines/stop"},
+		{"/apis/subresources.kubevirt.io/v1/version", "version"},
+		{"/apis/subresources.kubevirt.io/v1alpha3/healthz", "healthz"},
+		{"/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/memorydump", "virtualmachines/memorydump"},
+		{"/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vm/sev/fetchcertchain", "virtualmachineinstances/sev"},
+		{"/apis/subresources.kubevirt.io/v2/version", "other"},
+		{"/apis/subresources.kubevirt.io/v1/x", "other"},
+		{"/version", "other"},
 	} {
 		if got := SubresourceRoute(tc.path); got != tc.want {
 			t.Errorf("SubresourceRoute(%q) = %q, want %q", tc.path, got, tc.want)

@@ -21,10 +21,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
-// groupVersion is the aggregated API's, subresources.kubevirt.io/v1.
-const groupVersion = virtapicontract.SubresourcesGroup + "/" + virtapicontract.SubresourcesVersion
-
-// Server serves subresources.kubevirt.io/v1.
+// Server serves subresources.kubevirt.io/v1 (and v1alpha3, the same routes).
 type Server struct {
 	// Client speaks kubevirt.io (through the rewriter).
 	Client     client.Client
@@ -32,16 +29,46 @@ type Server struct {
 	Authorizer Authorizer
 	// Nodes reaches the virt-handler of a VMI's node; nil answers node commands with 503.
 	Nodes *NodeProxy
-	Log   *slog.Logger
+	// Info is what the version, guestfs and healthz routes answer.
+	Info Info
+	Log  *slog.Logger
 }
 
 type vmCommand func(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, body io.Reader) (Plan, *apierrors.StatusError)
 
-// Handler routes the API.
+// Handler routes the API: every version of virtapicontract.SubresourcesVersions, and /healthz.
+// What KubeVirt has and the core does not serve answers 501 (unsupported.go); other paths a
+// 404 Status, and a served path with another method a 405 Status.
 func (s *Server) Handler() http.Handler {
+	mux, info := s.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info[r.URL.Path] {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if _, err := s.Auth.Authenticate(r); err != nil {
+			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// routes is the API's mux and the paths of its information routes.
+func (s *Server) routes() (*http.ServeMux, map[string]bool) {
 	mux := http.NewServeMux()
-	prefix := "/apis/" + groupVersion
-	mux.HandleFunc("GET "+prefix, s.discovery)
+	info := map[string]bool{"/healthz": true}
+	for _, v := range virtapicontract.SubresourcesVersions {
+		s.versionRoutes(mux, "/apis/"+virtapicontract.SubresourcesGroup+"/"+v, virtapicontract.SubresourcesGroup+"/"+v, info)
+	}
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { apistatus.Write(w, unrouted(mux, r)) })
+	return mux, info
+}
+
+func (s *Server) versionRoutes(mux *http.ServeMux, prefix, groupVersion string, infoPaths map[string]bool) {
+	mux.HandleFunc("GET "+prefix+"/{$}", s.discovery(groupVersion))
+	mux.HandleFunc("GET "+prefix, s.discovery(groupVersion))
 	for name, cmd := range map[string]vmCommand{
 		"start":   withOptions(StartPlan),
 		"stop":    withOptions(StopPlan),
@@ -53,7 +80,7 @@ func (s *Server) Handler() http.Handler {
 	} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachines/{name}/"+name, s.authorized("update", "virtualmachines", name, s.vmHandler(cmd)))
 	}
-	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot"} {
+	for _, name := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset"} {
 		mux.HandleFunc("PUT "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("update", "virtualmachineinstances", name, s.vmiHandler(name)))
 	}
 	for name, add := range map[string]bool{"addvolume": true, "removevolume": false} {
@@ -66,13 +93,8 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET "+prefix+"/namespaces/{ns}/virtualmachineinstances/{name}/"+name, s.authorized("get", "virtualmachineinstances", name, s.guestAgentHandler(name)))
 	}
 	s.portForwardRoutes(mux, prefix)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.Auth.Authenticate(r); err != nil {
-			apistatus.Write(w, apierrors.NewUnauthorized(err.Error()))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	s.infoRoutes(mux, prefix, infoPaths)
+	unsupportedRoutes(mux, prefix)
 }
 
 // resources is the discovery document; the aggregator checks it to mark the APIService available.
@@ -81,7 +103,7 @@ var resources = func() []metav1.APIResource {
 	for _, sub := range []string{"start", "stop", "restart", "migrate", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachines/" + sub, Namespaced: true, Kind: "VirtualMachine", Verbs: []string{"update"}})
 	}
-	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "addvolume", "removevolume"} {
+	for _, sub := range []string{"pause", "unpause", "freeze", "unfreeze", "softreboot", "reset", "addvolume", "removevolume"} {
 		out = append(out, metav1.APIResource{Name: "virtualmachineinstances/" + sub, Namespaced: true, Kind: "VirtualMachineInstance", Verbs: []string{"update"}})
 	}
 	for _, sub := range []string{"console", "vnc", "guestosinfo", "userlist", "filesystemlist"} {
@@ -90,11 +112,22 @@ var resources = func() []metav1.APIResource {
 	return append(out, portForwardResources...)
 }()
 
-func (s *Server) discovery(w http.ResponseWriter, _ *http.Request) {
-	apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
-		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-		GroupVersion: groupVersion, APIResources: resources,
-	})
+// served are the resource/subresource names virt-api serves, as its discovery lists them.
+func served() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range resources {
+		out[r.Name] = true
+	}
+	return out
+}
+
+func (s *Server) discovery(groupVersion string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		apistatus.WriteJSON(w, http.StatusOK, &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: groupVersion, APIResources: resources,
+		})
+	}
 }
 
 // authorized checks RBAC for verb on resource/sub before running next.
@@ -148,11 +181,17 @@ func (s *Server) vmHandler(cmd vmCommand) http.HandlerFunc {
 			apistatus.Write(w, apierrors.NewInternalError(err))
 			return
 		}
+		dry, serr := requestDryRun(r)
+		if serr != nil {
+			apistatus.Write(w, serr)
+			return
+		}
 		plan, serr := cmd(vm, vmi, r.Body)
 		if serr != nil {
 			apistatus.Write(w, serr)
 			return
 		}
+		plan.DryRun = plan.DryRun || dry
 		if serr := s.apply(ctx, vm, plan); serr != nil {
 			apistatus.Write(w, serr)
 			return
@@ -182,10 +221,14 @@ func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Pla
 		return apierrors.NewInternalError(err)
 	}
 	if p.DeleteLauncherOf != nil {
-		return s.forceStop(ctx, p.DeleteLauncherOf)
+		return s.forceStop(ctx, p.DeleteLauncherOf, p.DryRun)
 	}
 	if p.CreateMigration != nil {
-		if err := s.Client.Create(ctx, p.CreateMigration); err != nil {
+		var opts []client.CreateOption
+		if p.DryRun {
+			opts = append(opts, client.DryRunAll)
+		}
+		if err := s.Client.Create(ctx, p.CreateMigration, opts...); err != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 				// The migration webhook's refusal is the caller's answer.
 				return apierrors.NewBadRequest(err.Error())
@@ -197,7 +240,11 @@ func (s *Server) apply(ctx context.Context, vm *kubevirtv1.VirtualMachine, p Pla
 }
 
 // forceStop deletes the running launcher Pod without grace, for restart with gracePeriod 0.
-func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) *apierrors.StatusError {
+func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, dryRun bool) *apierrors.StatusError {
+	opts := []client.DeleteOption{client.GracePeriodSeconds(0)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
 	var pods corev1.PodList
 	if err := s.Client.List(ctx, &pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{
 		kubevirtv1.AppLabel: "virt-launcher", kubevirtv1.CreatedByLabel: string(vmi.UID),
@@ -208,7 +255,7 @@ func (s *Server) forceStop(ctx context.Context, vmi *kubevirtv1.VirtualMachineIn
 		if pods.Items[i].Status.Phase != corev1.PodRunning {
 			continue
 		}
-		if err := s.Client.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+		if err := s.Client.Delete(ctx, &pods.Items[i], opts...); client.IgnoreNotFound(err) != nil {
 			return apierrors.NewInternalError(err)
 		}
 	}
@@ -229,6 +276,15 @@ func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 			apistatus.Write(w, serr)
 			return
 		}
+		if dry, serr := commandDryRun(cmd, r); serr != nil || dry {
+			// Checked as a real command would be; nothing reaches the node.
+			if serr != nil {
+				apistatus.Write(w, serr)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if s.Nodes == nil {
 			apistatus.Write(w, apierrors.NewServiceUnavailable(fmt.Sprintf("virt-handler on node %q is not reachable", vmi.Status.NodeName)))
 			return
@@ -240,6 +296,24 @@ func (s *Server) vmiHandler(cmd string) http.HandlerFunc {
 		}
 		s.Nodes.Command(w, r, vmi.Status.NodeName, path)
 	}
+}
+
+// commandDryRun reads a node command's dryRun: the query's, and for pause and unpause also
+// their options' (PauseOptions, UnpauseOptions). Streams are never dry runs.
+func commandDryRun(cmd string, r *http.Request) (bool, *apierrors.StatusError) {
+	if r.Method != http.MethodPut {
+		return false, nil
+	}
+	if cmd == "pause" || cmd == "unpause" {
+		var opts kubevirtv1.PauseOptions
+		if err := yaml.NewYAMLOrJSONDecoder(r.Body, 1024).Decode(&opts); err != nil && !errors.Is(err, io.EOF) {
+			return false, apierrors.NewBadRequest(fmt.Sprintf("Can not unmarshal Request body to struct, error: %s", err))
+		}
+		if dry, serr := DryRun(opts.DryRun); serr != nil || dry {
+			return dry, serr
+		}
+	}
+	return requestDryRun(r)
 }
 
 func notFoundOr(err error, resource, name string) *apierrors.StatusError {

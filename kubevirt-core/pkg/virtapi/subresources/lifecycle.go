@@ -23,8 +23,8 @@ type Plan struct {
 	DeleteLauncherOf *kubevirtv1.VirtualMachineInstance
 	// CreateMigration is a migration object to create (PUT .../migrate).
 	CreateMigration *kubevirtv1.VirtualMachineInstanceMigration
-	// DryRun sends the patch with dryRun=All: the apiserver checks it and stores nothing, as
-	// KubeVirt does for the volume requests' dryRun option.
+	// DryRun sends the patch, delete or create with dryRun=All: the apiserver checks it and
+	// stores nothing, as KubeVirt passes its options' dryRun on.
 	DryRun bool
 }
 
@@ -94,6 +94,10 @@ func requestPlan(vm *kubevirtv1.VirtualMachine, reqs ...kubevirtv1.VirtualMachin
 
 // StartPlan is PUT .../virtualmachines/NAME/start.
 func StartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.StartOptions) (Plan, *apierrors.StatusError) {
+	return dryRunPlan(opts.DryRun, func() (Plan, *apierrors.StatusError) { return startPlan(vm, vmi, opts) })
+}
+
+func startPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.StartOptions) (Plan, *apierrors.StatusError) {
 	if vmi != nil && !vmiFinal(vmi) && vmi.Status.Phase != kubevirtv1.Unknown && vmi.Status.Phase != kubevirtv1.VmPhaseUnset {
 		return Plan{}, conflict(vm.Name, "VM is already running")
 	}
@@ -131,6 +135,10 @@ func StartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 
 // StopPlan is PUT .../virtualmachines/NAME/stop.
 func StopPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.StopOptions) (Plan, *apierrors.StatusError) {
+	return dryRunPlan(opts.DryRun, func() (Plan, *apierrors.StatusError) { return stopPlan(vm, vmi, opts) })
+}
+
+func stopPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.StopOptions) (Plan, *apierrors.StatusError) {
 	strategy, err := vm.RunStrategy()
 	if err != nil {
 		return Plan{}, apierrors.NewInternalError(err)
@@ -161,6 +169,10 @@ func StopPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInsta
 
 // RestartPlan is PUT .../virtualmachines/NAME/restart.
 func RestartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.RestartOptions) (Plan, *apierrors.StatusError) {
+	return dryRunPlan(opts.DryRun, func() (Plan, *apierrors.StatusError) { return restartPlan(vm, vmi, opts) })
+}
+
+func restartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.RestartOptions) (Plan, *apierrors.StatusError) {
 	if g := opts.GracePeriodSeconds; g != nil {
 		if *g > 0 {
 			return Plan{}, apierrors.NewBadRequest("For force restart, only gracePeriod=0 is supported for now")
@@ -194,6 +206,10 @@ func RestartPlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 // running VMI, named as KubeVirt names the ones it creates, carrying the caller's extra node
 // selector.
 func MigratePlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.MigrateOptions) (Plan, *apierrors.StatusError) {
+	return dryRunPlan(opts.DryRun, func() (Plan, *apierrors.StatusError) { return migratePlan(vm, vmi, opts) })
+}
+
+func migratePlan(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, opts kubevirtv1.MigrateOptions) (Plan, *apierrors.StatusError) {
 	if vmi == nil || vmi.Status.Phase != kubevirtv1.Running {
 		return Plan{}, conflict(vm.Name, "VM is not running")
 	}

@@ -37,6 +37,7 @@ func vmi(phase kubevirtv1.VirtualMachineInstancePhase) *kubevirtv1.VirtualMachin
 
 func TestPlans(t *testing.T) {
 	zero, one := int64(0), int64(1)
+	all := []string{metav1.DryRunAll}
 	tests := []struct {
 		name     string
 		plan     func() (Plan, error)
@@ -44,6 +45,7 @@ func TestPlans(t *testing.T) {
 		wantMsg  string
 		wantSpec string
 		wantOps  []string
+		wantDry  bool
 	}{
 		{name: "start halted sets runStrategy", plan: p(StartPlan(vm(kubevirtv1.RunStrategyHalted), nil, kubevirtv1.StartOptions{})), wantSpec: `{"spec":{"runStrategy":"Always"}}`},
 		{name: "start running=false sets running", plan: p(StartPlan(vm("", runningField(false)), nil, kubevirtv1.StartOptions{})), wantSpec: `{"spec":{"running":true}}`},
@@ -69,6 +71,14 @@ func TestPlans(t *testing.T) {
 		{name: "restart without VMI", plan: p(RestartPlan(vm(kubevirtv1.RunStrategyManual), nil, kubevirtv1.RestartOptions{})), wantCode: http.StatusConflict, wantMsg: "VM is not running: Halted"},
 		{name: "restart grace 1", plan: p(RestartPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.RestartOptions{GracePeriodSeconds: &one})), wantCode: http.StatusBadRequest, wantMsg: "only gracePeriod=0 is supported"},
 		{name: "restart force", plan: p(RestartPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.RestartOptions{GracePeriodSeconds: &zero})), wantOps: []string{`"action":"Start"`}},
+		{name: "start dry run", plan: p(StartPlan(vm(kubevirtv1.RunStrategyHalted), nil, kubevirtv1.StartOptions{DryRun: all})), wantSpec: `{"spec":{"runStrategy":"Always"}}`, wantDry: true},
+		{name: "start paused dry run", plan: p(StartPlan(vm(kubevirtv1.RunStrategyHalted), nil, kubevirtv1.StartOptions{Paused: true, DryRun: all})), wantOps: []string{`"paused":"true"`}, wantDry: true},
+		{name: "start dry run still checks", plan: p(StartPlan(vm(kubevirtv1.RunStrategyManual), vmi(kubevirtv1.Running), kubevirtv1.StartOptions{DryRun: all})), wantCode: http.StatusConflict, wantMsg: "VM is already running"},
+		{name: "start bad dry run", plan: p(StartPlan(vm(kubevirtv1.RunStrategyHalted), nil, kubevirtv1.StartOptions{DryRun: []string{"yes"}})), wantCode: http.StatusBadRequest, wantMsg: `dryRun: Unsupported value: "yes"`},
+		{name: "stop dry run", plan: p(StopPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.StopOptions{DryRun: all})), wantSpec: `{"spec":{"runStrategy":"Halted"}}`, wantDry: true},
+		{name: "restart dry run", plan: p(RestartPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.RestartOptions{DryRun: all})), wantOps: []string{`"action":"Start"`}, wantDry: true},
+		{name: "restart force dry run", plan: p(RestartPlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.RestartOptions{GracePeriodSeconds: &zero, DryRun: all})), wantOps: []string{`"action":"Start"`}, wantDry: true},
+		{name: "migrate dry run", plan: p(MigratePlan(vm(kubevirtv1.RunStrategyAlways), vmi(kubevirtv1.Running), kubevirtv1.MigrateOptions{DryRun: all})), wantDry: true},
 		{name: "crash loop cleared by a command", plan: p(StartPlan(vm(kubevirtv1.RunStrategyManual, func(v *kubevirtv1.VirtualMachine) {
 			v.Status.StartFailure = &kubevirtv1.VirtualMachineStartFailure{ConsecutiveFailCount: 3}
 		}), nil, kubevirtv1.StartOptions{})), wantOps: []string{`"op":"remove","path":"/status/startFailure"`}},
@@ -88,6 +98,9 @@ func TestPlans(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if plan.DryRun != tc.wantDry {
+				t.Errorf("dry run %t, want %t", plan.DryRun, tc.wantDry)
 			}
 			if tc.wantSpec != "" && string(plan.SpecMergePatch) != tc.wantSpec {
 				t.Errorf("spec patch %s, want %s", plan.SpecMergePatch, tc.wantSpec)
@@ -126,6 +139,9 @@ func TestValidateVMICommand(t *testing.T) {
 		{"unpause", vmi(kubevirtv1.Running), 409, "VMI is not paused"},
 		{"unpause", paused, 0, ""},
 		{"softreboot", paused, 409, "VMI is paused"},
+		{"reset", paused, 409, "VMI is paused"},
+		{"reset", vmi(kubevirtv1.Scheduled), 409, "VM is not running"},
+		{"reset", vmi(kubevirtv1.Running), 0, ""},
 		{"unfreeze", vmi(kubevirtv1.Pending), 409, "VMI is not running"},
 		{"console", vmi(kubevirtv1.Scheduling), 400, "VMI is not running"},
 		{"vnc", vmi(kubevirtv1.Running), 0, ""},

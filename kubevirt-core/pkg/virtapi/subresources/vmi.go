@@ -43,11 +43,11 @@ func ValidateVMICommand(cmd string, vmi *kubevirtv1.VirtualMachineInstance) *api
 		if !running || !hasCondition(vmi, kubevirtv1.VirtualMachineInstancePaused, "") {
 			return vmiConflict(vmi.Name, "VMI is not paused")
 		}
-	case "freeze", "softreboot":
+	case "freeze", "softreboot", "reset":
 		if !running {
 			return vmiConflict(vmi.Name, "VM is not running")
 		}
-		if cmd == "softreboot" && hasCondition(vmi, kubevirtv1.VirtualMachineInstancePaused, corev1.ConditionTrue) {
+		if cmd != "freeze" && hasCondition(vmi, kubevirtv1.VirtualMachineInstancePaused, corev1.ConditionTrue) {
 			return vmiConflict(vmi.Name, "VMI is paused")
 		}
 	case "unfreeze":

@@ -111,18 +111,18 @@ func VMVolumePlan(vm *kubevirtv1.VirtualMachine, req *kubevirtv1.VirtualMachineV
 	if err != nil {
 		return Plan{}, apierrors.NewInternalError(err)
 	}
-	return Plan{StatusJSONPatch: p, DryRun: dryRun(req)}, nil
+	return dryRunPlan(volumeDryRun(req), func() (Plan, *apierrors.StatusError) { return Plan{StatusJSONPatch: p}, nil })
 }
 
-// dryRun tells whether the request only asks to be checked.
-func dryRun(req *kubevirtv1.VirtualMachineVolumeRequest) bool {
+// volumeDryRun is the request's dryRun option.
+func volumeDryRun(req *kubevirtv1.VirtualMachineVolumeRequest) []string {
 	switch {
 	case req.AddVolumeOptions != nil:
-		return len(req.AddVolumeOptions.DryRun) > 0
+		return req.AddVolumeOptions.DryRun
 	case req.RemoveVolumeOptions != nil:
-		return len(req.RemoveVolumeOptions.DryRun) > 0
+		return req.RemoveVolumeOptions.DryRun
 	}
-	return false
+	return nil
 }
 
 // VMIVolumePatch is the JSON patch of a running VMI's volumes and disks for req, or KubeVirt's
@@ -166,8 +166,16 @@ func (s *Server) vmiVolumeHandler(add bool) http.HandlerFunc {
 			apistatus.Write(w, serr)
 			return
 		}
+		dry, serr := DryRun(volumeDryRun(req))
+		if serr == nil && !dry {
+			dry, serr = requestDryRun(r)
+		}
+		if serr != nil {
+			apistatus.Write(w, serr)
+			return
+		}
 		var opts []client.PatchOption
-		if dryRun(req) {
+		if dry {
 			opts = append(opts, client.DryRunAll)
 		}
 		if err := s.Client.Patch(ctx, vmi, client.RawPatch(types.JSONPatchType, p), opts...); err != nil {

@@ -24,10 +24,13 @@ const (
 	Delete
 	// Halt switches a Once VM to Halted after its only run, so that it is never started again.
 	Halt
+	// Run switches a Halted VM on (runStrategy Always, or running: true) for a start request,
+	// which stays for the next reconcile to fulfil: how KubeVirt starts a Halted VM paused.
+	Run
 )
 
 func (a Action) String() string {
-	return [...]string{"Nothing", "Create", "Delete", "Halt"}[a]
+	return [...]string{"Nothing", "Create", "Delete", "Halt", "Run"}[a]
 }
 
 // Decision is an action, and for Create, when it may happen at the earliest.
@@ -37,6 +40,8 @@ type Decision struct {
 	NotBefore time.Time
 	// ConsumeRequests is how many leading state change requests this decision fulfils.
 	ConsumeRequests int
+	// StartPaused makes a Create's VMI start paused: its start request asked for it.
+	StartPaused bool
 	// VolumeRequestsApplied drops status.volumeRequests: the reconcile carried them out.
 	VolumeRequestsApplied bool
 }
@@ -57,7 +62,7 @@ func Decide(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstanc
 		}
 		return Decision{}
 	}
-	if d, ok := decideRequests(vm, vmi); ok {
+	if d, ok := decideRequests(vm, vmi, strategy); ok {
 		return d
 	}
 	if deleting(vmi) {
@@ -99,7 +104,7 @@ func Decide(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstanc
 
 // decideRequests serves status.stateChangeRequests in order: a Stop for the current VMI deletes it,
 // then a Start creates the next one.
-func decideRequests(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (Decision, bool) {
+func decideRequests(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, strategy kubevirtv1.VirtualMachineRunStrategy) (Decision, bool) {
 	reqs := vm.Status.StateChangeRequests
 	if len(reqs) == 0 {
 		return Decision{}, false
@@ -125,7 +130,12 @@ func decideRequests(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachin
 		if finished(vmi) {
 			return Decision{Action: Delete}, true
 		}
-		return Decision{Action: Create, ConsumeRequests: 1}, true
+		if strategy == kubevirtv1.RunStrategyHalted {
+			// Created now, the VMI would be deleted at once by the strategy: switch it first.
+			return Decision{Action: Run}, true
+		}
+		paused := reqs[0].Data[kubevirtv1.StartRequestDataPausedKey] == kubevirtv1.StartRequestDataPausedTrue
+		return Decision{Action: Create, ConsumeRequests: 1, StartPaused: paused}, true
 	}
 	// Unknown actions are dropped, as nothing could ever fulfil them.
 	return Decision{ConsumeRequests: 1}, true

@@ -34,6 +34,13 @@ var (
 	vmiDeleting  = func(vmi *kubevirtv1.VirtualMachineInstance) { t := metav1.NewTime(now); vmi.DeletionTimestamp = &t }
 )
 
+// pausedStart is a start request that asks for a paused guest, as virt-api's start with paused.
+func pausedStart(vm *kubevirtv1.VirtualMachine) {
+	vm.Status.StateChangeRequests = append(vm.Status.StateChangeRequests, kubevirtv1.VirtualMachineStateChangeRequest{
+		Action: kubevirtv1.StartRequest, Data: map[string]string{kubevirtv1.StartRequestDataPausedKey: kubevirtv1.StartRequestDataPausedTrue},
+	})
+}
+
 func request(a kubevirtv1.StateChangeRequestAction, uid string) func(*kubevirtv1.VirtualMachine) {
 	return func(vm *kubevirtv1.VirtualMachine) {
 		r := kubevirtv1.VirtualMachineStateChangeRequest{Action: a}
@@ -80,13 +87,17 @@ func TestDecide(t *testing.T) {
 		{"stop request for another VMI is done", kubevirtv1.RunStrategyAlways, vmWith(request(kubevirtv1.StopRequest, "old")), vmiIn(kubevirtv1.Running), Decision{ConsumeRequests: 1}},
 		{"stop request after the VMI went", kubevirtv1.RunStrategyManual, vmWith(request(kubevirtv1.StopRequest, "vmi-uid")), nil, Decision{ConsumeRequests: 1}},
 		{"restart: stop then start", kubevirtv1.RunStrategyAlways, vmWith(request(kubevirtv1.StopRequest, "vmi-uid"), request(kubevirtv1.StartRequest, "")), vmiIn(kubevirtv1.Running), Decision{Action: Delete}},
+		{"paused start of a halted VM switches it on first", kubevirtv1.RunStrategyHalted, vmWith(pausedStart), nil, Decision{Action: Run}},
+		{"paused start once switched on", kubevirtv1.RunStrategyAlways, vmWith(pausedStart), nil, Decision{Action: Create, ConsumeRequests: 1, StartPaused: true}},
+		{"paused start of a manual VM", kubevirtv1.RunStrategyManual, vmWith(pausedStart), nil, Decision{Action: Create, ConsumeRequests: 1, StartPaused: true}},
+		{"halted VM with a start request and a VMI still stops it", kubevirtv1.RunStrategyHalted, vmWith(pausedStart), vmiIn(kubevirtv1.Succeeded), Decision{Action: Delete}},
 		{"deleted VM stops its VMI", kubevirtv1.RunStrategyAlways, vmWith(beingDeleted), vmiIn(kubevirtv1.Running), Decision{Action: Delete}},
 		{"deleted VM never starts", kubevirtv1.RunStrategyAlways, vmWith(beingDeleted), nil, Decision{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(tc.vm, tc.vmi, tc.strategy, now)
-			if !got.NotBefore.Equal(tc.want.NotBefore) || got.Action != tc.want.Action || got.ConsumeRequests != tc.want.ConsumeRequests {
+			if !got.NotBefore.Equal(tc.want.NotBefore) || got.Action != tc.want.Action || got.ConsumeRequests != tc.want.ConsumeRequests || got.StartPaused != tc.want.StartPaused {
 				t.Errorf("Decide = %+v (%s), want %+v (%s)", got, got.Action, tc.want, tc.want.Action)
 			}
 		})

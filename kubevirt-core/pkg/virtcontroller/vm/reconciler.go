@@ -101,6 +101,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			break
 		}
 		vmi = NewVMI(vm)
+		if d.StartPaused {
+			paused := kubevirtv1.StartStrategyPaused
+			vmi.Spec.StartStrategy = &paused
+		}
 		if err := r.Client.Create(ctx, vmi); err != nil && !apierrors.IsAlreadyExists(err) {
 			r.recorder.Eventf(vm, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "Error creating virtual machine instance: %v", err)
 			return ctrl.Result{}, fmt.Errorf("create VMI: %w", err)
@@ -124,6 +128,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Patch(ctx, vm, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("halt VM after its only run: %w", err)
 		}
+	case Run:
+		patch := client.MergeFromWithOptions(vm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if vm.Spec.RunStrategy != nil {
+			always := kubevirtv1.RunStrategyAlways
+			vm.Spec.RunStrategy = &always
+		} else {
+			on := true
+			vm.Spec.Running = &on
+		}
+		if err := r.Client.Patch(ctx, vm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("switch VM on for its start request: %w", err)
+		}
+		logger.Info("switched VM on for a start request")
 	}
 	if err := r.writeStatus(ctx, vm, vmi, strategy, d, now); err != nil {
 		return ctrl.Result{}, err

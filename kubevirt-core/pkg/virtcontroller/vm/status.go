@@ -74,7 +74,7 @@ func printable(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 	case failure != nil && failure.RetryAfterTimestamp != nil && now.Before(failure.RetryAfterTimestamp.Time) &&
 		(strategy == kubevirtv1.RunStrategyAlways || strategy == kubevirtv1.RunStrategyRerunOnFailure):
 		return kubevirtv1.VirtualMachineStatusCrashLoopBackOff
-	case d.Action == Create:
+	case d.Action == Create || d.Action == Run:
 		return kubevirtv1.VirtualMachineStatusStarting
 	}
 	return kubevirtv1.VirtualMachineStatusStopped

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
@@ -136,6 +137,10 @@ func launcherLabels(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
 	// KubeVirt labels the Pod with the guest hostname, which is the VMI name unless spec.hostname
 	// says otherwise; Services select VMs by it.
 	labels[kubevirtv1.VirtualMachineNameLabel] = Hostname(vmi)
+	if len(validation.IsValidLabelValue(vmi.Name)) == 0 {
+		// A name longer than a label value may be (63 characters) gets no ID label.
+		labels[launcherpod.IDLabel] = vmi.Name
+	}
 	return labels
 }
 

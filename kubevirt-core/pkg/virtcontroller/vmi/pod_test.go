@@ -39,7 +39,7 @@ func TestNewLauncherPodShape(t *testing.T) {
 		t.Errorf("naming %q %q %q", pod.GenerateName, pod.Name, pod.Namespace)
 	}
 	wantLabels := map[string]string{
-		"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "vmi-uid", "vm.kubevirt.io/name": "demo",
+		"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "vmi-uid", "vm.kubevirt.io/name": "demo", "vmi.kubevirt.io/id": "demo",
 		"kubevirt.io/domain": "demo", "app": "web",
 	}
 	if !maps.Equal(pod.Labels, wantLabels) {

@@ -55,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 		"freeze":     (*launcherapi.Client).Freeze,
 		"unfreeze":   (*launcherapi.Client).Unfreeze,
 		"softreboot": (*launcherapi.Client).SoftReboot,
+		"reset":      (*launcherapi.Client).Reset,
 	} {
 		mux.HandleFunc("PUT "+base+cmd, s.command(cmd, call))
 	}

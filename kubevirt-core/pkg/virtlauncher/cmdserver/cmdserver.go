@@ -29,6 +29,7 @@ type Domain interface {
 	Pause() error
 	Unpause() error
 	SoftReboot() error
+	Reset() error
 	Freeze() error
 	Unfreeze() error
 	Status() launcherapi.DomainStatus
@@ -138,6 +139,10 @@ func (s *Server) Unfreeze(context.Context, *launcherapi.Empty) (*launcherapi.Emp
 
 func (s *Server) SoftReboot(context.Context, *launcherapi.Empty) (*launcherapi.Empty, error) {
 	return empty(s.dom.SoftReboot())
+}
+
+func (s *Server) Reset(context.Context, *launcherapi.Empty) (*launcherapi.Empty, error) {
+	return empty(s.dom.Reset())
 }
 
 func (s *Server) Status(context.Context, *launcherapi.Empty) (*launcherapi.DomainStatus, error) {

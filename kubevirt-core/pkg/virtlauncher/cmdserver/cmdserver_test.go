@@ -59,6 +59,7 @@ func (d *fakeDomain) Kill() error                                    { return d.
 func (d *fakeDomain) Pause() error                                   { return d.fail() }
 func (d *fakeDomain) Unpause() error                                 { return d.fail() }
 func (d *fakeDomain) SoftReboot() error                              { return d.fail() }
+func (d *fakeDomain) Reset() error                                   { return d.fail() }
 func (d *fakeDomain) Freeze() error                                  { return d.fail() }
 func (d *fakeDomain) Unfreeze() error                                { return d.fail() }
 func (d *fakeDomain) Status() launcherapi.DomainStatus               { return d.feed.Current() }
@@ -159,6 +160,7 @@ func TestErrorCodes(t *testing.T) {
 		"Pause":      c.Pause,
 		"Unpause":    c.Unpause,
 		"SoftReboot": c.SoftReboot,
+		"Reset":      c.Reset,
 		"Kill":       c.Kill,
 		"Shutdown":   func(ctx context.Context) error { return c.Shutdown(ctx, &launcherapi.ShutdownRequest{}) },
 		"Sync": func(ctx context.Context) error {

@@ -124,14 +124,24 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 			return nil, "", fmt.Errorf("destroy leftover domain %s: %w", name, err)
 		}
 	}
-	dom, err := m.conn.DomainCreateXML(xml, 0)
+	dom, err := m.conn.DomainCreateXML(xml, startFlags(vmi))
 	if err != nil {
 		m.unsubscribe()
 		return nil, "", fmt.Errorf("start domain %s: %w", name, err)
 	}
 	started = true
-	log.Info("domain started", "domain", name, "emulation", emulation, "console", ConsoleSocket(state))
+	log.Info("domain started", "domain", name, "emulation", emulation, "paused", vmi.ShouldStartPaused(), "console", ConsoleSocket(state))
 	return dom, name, nil
+}
+
+// startFlags creates the domain with its vCPUs stopped when the VMI's startStrategy is Paused, as
+// KubeVirt does: the guest runs once it is unpaused. libvirt reports such a domain paused by the
+// user, so virt-handler shows the Paused condition as after a pause.
+func startFlags(vmi *kubevirtv1.VirtualMachineInstance) libvirt.DomainCreateFlags {
+	if vmi.ShouldStartPaused() {
+		return libvirt.DOMAIN_START_PAUSED
+	}
+	return libvirt.DOMAIN_NONE
 }
 
 // subscribe registers for the lifecycle and guest-agent events of domain name. Registration is
