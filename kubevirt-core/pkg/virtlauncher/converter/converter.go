@@ -122,7 +122,9 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 	}
 	dom.Devices.Disks = disks
 	dom.Devices.Controllers = append(dom.Devices.Controllers, hotplugControllers(machine, &vmi.Spec)...)
-	if needSCSI {
+	// As KubeVirt: a SCSI disk needs the controller, and so does a SCSI disk plugged in later,
+	// the bus KubeVirt's client hotplugs on by default (libvirt cannot add a controller live).
+	if needSCSI || hotplugEnabled(&vmi.Spec) {
 		dom.Devices.Controllers = append(dom.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: new(uint), Model: "virtio-scsi"})
 	}
 

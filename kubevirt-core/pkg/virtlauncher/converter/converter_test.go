@@ -76,6 +76,8 @@ func TestDomain(t *testing.T) {
 				`<memballoon model="virtio">`,
 				`<channel type="unix">`,
 				`<target type="virtio" name="org.qemu.guest_agent.0"></target>`,
+				// For disks hotplugged on SCSI, KubeVirt's client's default bus.
+				`<controller type="scsi" index="0" model="virtio-scsi">`,
 			},
 			// TCG cannot present the host CPU.
 			notWant: []string{`host-model`, `<interface`, `<rng`},
@@ -125,6 +127,13 @@ func TestDomain(t *testing.T) {
 			},
 			want:    []string{`<model type="e1000"></model>`, `<boot order="2"></boot>`},
 			notWant: []string{`<rom`},
+		},
+		{
+			name: "hotplug disabled: no SCSI controller without a SCSI disk",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, _ *ConverterContext) {
+				v.Spec.Domain.Devices.DisableHotplug = true
+			},
+			notWant: []string{`<controller type="scsi"`},
 		},
 		{
 			name: "memory from requests, named CPU model, no serial or VNC",
@@ -251,7 +260,7 @@ func TestDomainErrors(t *testing.T) {
 		{
 			name: "unsupported volume type",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, _ *ConverterContext) {
-				v.Spec.Volumes[0].VolumeSource = kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}
+				v.Spec.Volumes[0].VolumeSource = kubevirtv1.VolumeSource{DownwardMetrics: &kubevirtv1.DownwardMetricsVolumeSource{}}
 			},
 			want: `spec.domain.devices.disks[0]: volume "root": volume type not supported`,
 		},
