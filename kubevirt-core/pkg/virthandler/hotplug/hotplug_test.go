@@ -111,7 +111,7 @@ func TestSync(t *testing.T) {
 		phase      kubevirtv1.VolumePhase
 		mounted    bool
 		inDomain   bool
-		failure    string // the launcher's attach error
+		failure    string                 // the launcher's attach error
 		wantPhase  kubevirtv1.VolumePhase // "" = entry gone
 		wantReason string
 		wantMount  bool
