@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"libvirt.org/go/libvirtxml"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -52,6 +53,7 @@ func TestDomain(t *testing.T) {
 		mutate  func(*kubevirtv1.VirtualMachineInstance, *ConverterContext)
 		want    []string // substrings of the marshalled XML
 		notWant []string
+		check   func(*testing.T, *libvirtxml.Domain)
 	}{
 		{
 			name: "defaults under TCG",
@@ -175,6 +177,52 @@ func TestDomain(t *testing.T) {
 			},
 		},
 		{
+			name: "config ISOs read-only, sysprep a cdrom, an ephemeral claim's overlay a qcow2 file",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+				v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks,
+					kubevirtv1.Disk{Name: "cm", DiskDevice: virtio},
+					kubevirtv1.Disk{Name: "unattend", DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSATA}}},
+					kubevirtv1.Disk{Name: "golden", DiskDevice: virtio})
+				v.Spec.Volumes = append(v.Spec.Volumes,
+					kubevirtv1.Volume{Name: "cm", VolumeSource: kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}},
+					kubevirtv1.Volume{Name: "unattend", VolumeSource: kubevirtv1.VolumeSource{Sysprep: &kubevirtv1.SysprepSource{}}},
+					kubevirtv1.Volume{Name: "golden", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{}}})
+				// The overlay is a file, whatever the claim's volume mode.
+				v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{
+					{Name: "golden", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{VolumeMode: ptr(k8sv1.PersistentVolumeBlock)}}}
+				c.VolumePaths["cm"] = "/run/l/configMap-cm.iso"
+				c.VolumePaths["unattend"] = "/run/l/sysprep-unattend.iso"
+				c.VolumePaths["golden"] = "/run/l/ephemeral-golden.qcow2"
+			},
+			want: []string{
+				`<source file="/run/l/configMap-cm.iso"></source>`,
+				`<target dev="vdc" bus="virtio"></target>`,
+				`<source file="/run/l/sysprep-unattend.iso"></source>`,
+				`<target dev="sda" bus="sata"></target>`,
+				`<source file="/run/l/ephemeral-golden.qcow2"></source>`,
+				`<target dev="vdd" bus="virtio"></target>`,
+			},
+			check: func(t *testing.T, dom *libvirtxml.Domain) {
+				for _, d := range dom.Devices.Disks {
+					readOnly := d.ReadOnly != nil
+					switch d.Alias.Name {
+					case "ua-cm", "ua-unattend":
+						if d.Driver.Type != "raw" || !readOnly {
+							t.Errorf("%s: driver %s, read-only %v; want a read-only raw ISO", d.Alias.Name, d.Driver.Type, readOnly)
+						}
+					case "ua-golden":
+						if d.Driver.Type != "qcow2" || readOnly || d.Source.File == nil {
+							t.Errorf("golden: driver %s, read-only %v, source %+v; want a writable qcow2 file", d.Driver.Type, readOnly, d.Source)
+						}
+					}
+				}
+				if d := dom.Devices.Disks[3]; d.Device != "cdrom" {
+					t.Errorf("sysprep is a %s", d.Device)
+				}
+			},
+		},
+		{
 			name: "block claim, filesystem claim, hostDisk and config drive",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
 				virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
@@ -225,6 +273,9 @@ func TestDomain(t *testing.T) {
 				if strings.Contains(xml, s) {
 					t.Errorf("unexpected %s in\n%s", s, xml)
 				}
+			}
+			if tt.check != nil {
+				tt.check(t, dom)
 			}
 		})
 	}
