@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,7 +73,8 @@ func checkSysprep(dir string) error {
 			}
 		}
 	}
-	return fmt.Errorf("Sysprep drive should contain either an 'autounattend.xml' or 'unattend.xml' file")
+	//lint:ignore ST1005 KubeVirt's message, verbatim
+	return errors.New("Sysprep drive should contain either an 'autounattend.xml' or 'unattend.xml' file")
 }
 
 // prepareEphemeral makes the throw-away overlay of an ephemeral volume in stateDir over its
