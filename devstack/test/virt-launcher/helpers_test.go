@@ -69,13 +69,16 @@ type launchOpts struct {
 	netns string
 	// resolvConf, when set, is the Pod's /etc/resolv.conf.
 	resolvConf string
+	// mounts are the Pod's volumes: host directory to the container's path.
+	mounts map[string]string
 }
 
 // podSandbox returns the command prefix and environment that run a program as a Pod's container
 // runs: in netns (empty: this process's), and in a mount namespace of its own with private libvirt directories (a
-// writable copy of this machine's /etc/libvirt) and resolv as /etc/resolv.conf when set.
+// writable copy of this machine's /etc/libvirt), resolv as /etc/resolv.conf when set, and mounts
+// (host directory to container path) bound in as a Pod's volumes are.
 // Propagation "slave": the namespace's mounts stay in it, and /tmp (state, sockets) is shared.
-func podSandbox(t *testing.T, netns, resolv string) (wrap, env []string) {
+func podSandbox(t *testing.T, netns, resolv string, mounts map[string]string) (wrap, env []string) {
 	t.Helper()
 	seed := t.TempDir()
 	if _, err := os.Stat("/etc/libvirt"); err == nil {
@@ -91,13 +94,21 @@ done
 mkdir -p /etc/libvirt
 mount --bind "$D8V_TEST_SEED" /etc/libvirt
 if [ -n "$D8V_TEST_RESOLV" ]; then mount --bind "$D8V_TEST_RESOLV" /etc/resolv.conf; fi
+for m in $D8V_TEST_MOUNTS; do
+	mkdir -p "${m#*=}"
+	mount --bind "${m%%=*}" "${m#*=}"
+done
 exec "$@"
 `
+	var binds []string
+	for src, dst := range mounts {
+		binds = append(binds, src+"="+dst)
+	}
 	wrap = []string{"unshare", "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", script, "sh"}
 	if netns != "" {
 		wrap = append([]string{"ip", "netns", "exec", netns}, wrap...)
 	}
-	return wrap, []string{"D8V_TEST_SEED=" + seed, "D8V_TEST_RESOLV=" + resolv}
+	return wrap, []string{"D8V_TEST_SEED=" + seed, "D8V_TEST_RESOLV=" + resolv, "D8V_TEST_MOUNTS=" + strings.Join(binds, " ")}
 }
 
 // startLauncher starts virt-launcher for vmi in a Pod's sandbox and waits until it answers on
@@ -117,7 +128,7 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		exited:   make(chan struct{}),
 		output:   &syncBuffer{},
 	}
-	wrap, env := podSandbox(t, opts.netns, opts.resolvConf)
+	wrap, env := podSandbox(t, opts.netns, opts.resolvConf, opts.mounts)
 	argv := append(wrap, bin,
 		"--name", vmi.Name, "--namespace", vmi.Namespace, "--uid", string(vmi.UID),
 		// The guest's grace period is this minus the 15 s the launcher keeps for itself.

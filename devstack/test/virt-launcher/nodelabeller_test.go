@@ -17,7 +17,7 @@ import (
 // files' contract, as virt-handler does.
 func TestNodeLabellerMode(t *testing.T) {
 	needRoot(t)
-	wrap, env := podSandbox(t, "", "")
+	wrap, env := podSandbox(t, "", "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

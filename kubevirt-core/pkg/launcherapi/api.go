@@ -110,6 +110,8 @@ type DomainStatus struct {
 	Migration *MigrationStatus `json:"migration,omitempty"`
 	// HotplugVolumes are the hotplugged disks the domain has (hotplug.go), by volume name.
 	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
+	// HotplugFailures are the hotplugged volumes whose disk the launcher failed to attach.
+	HotplugFailures []HotplugFailure `json:"hotplugFailures,omitempty"`
 }
 
 // MigrationStatus reports a live migration from the launcher's point of view.

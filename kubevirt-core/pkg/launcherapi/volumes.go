@@ -23,3 +23,44 @@ func BlockVolume(vmi *kubevirtv1.VirtualMachineInstance, name string) bool {
 	}
 	return false
 }
+
+// Where the compute container holds the files of the volumes the launcher turns into ISO disks,
+// as KubeVirt mounts them: PrivateDir/<kind>/<volume>, and the Pod's service account token
+// where every Pod has it.
+const (
+	ConfigMapSourceDir      = PrivateDir + "/config-map"
+	SecretSourceDir         = PrivateDir + "/secret"
+	DownwardAPISourceDir    = PrivateDir + "/downwardapi"
+	SysprepSourceDir        = PrivateDir + "/sysprep"
+	ServiceAccountSourceDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+)
+
+// ConfigVolumeDir is where the compute container holds the files of a configMap, secret,
+// downwardAPI, serviceAccount or sysprep volume; false for other volumes.
+func ConfigVolumeDir(v *kubevirtv1.Volume) (string, bool) {
+	switch {
+	case v.ConfigMap != nil:
+		return filepath.Join(ConfigMapSourceDir, v.Name), true
+	case v.Secret != nil:
+		return filepath.Join(SecretSourceDir, v.Name), true
+	case v.DownwardAPI != nil:
+		return filepath.Join(DownwardAPISourceDir, v.Name), true
+	case v.Sysprep != nil:
+		return filepath.Join(SysprepSourceDir, v.Name), true
+	case v.ServiceAccount != nil:
+		return ServiceAccountSourceDir, true
+	}
+	return "", false
+}
+
+// ClaimName is the PersistentVolumeClaim a persistentVolumeClaim or ephemeral volume uses; false
+// for other volumes.
+func ClaimName(v *kubevirtv1.Volume) (string, bool) {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName, true
+	case v.Ephemeral != nil && v.Ephemeral.PersistentVolumeClaim != nil:
+		return v.Ephemeral.PersistentVolumeClaim.ClaimName, true
+	}
+	return "", false
+}

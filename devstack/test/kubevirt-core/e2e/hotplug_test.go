@@ -17,6 +17,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -108,6 +109,9 @@ func testHotplug(t *testing.T, c *cluster, kc client.Client, ns string) {
 		return nil
 	})
 
+	testHotplugSCSI(t, c, kc, vmi, con)
+	testHotplugFailure(t, c, kc, vmi)
+
 	t.Log("removevolume")
 	volumeCommand(t, c, ns, "virtualmachines", vm.Name, "removevolume", `{"name":"hot"}`)
 	eventually(t, 2*time.Minute, "the disk gone from the guest", func(context.Context) error {
@@ -150,6 +154,90 @@ func testHotplug(t *testing.T, c *cluster, kc client.Client, ns string) {
 	})
 	// The guest still runs the same VMI.
 	guestRun(t, con, "true")
+}
+
+// testHotplugSCSI plugs a claim in on the SCSI bus, the default of KubeVirt's client: the guest
+// sees a SCSI disk of the claim's size, and it goes again with removevolume.
+func testHotplugSCSI(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance, con *guesttest.Console) {
+	t.Log("addvolume on the SCSI bus")
+	size := resource.MustParse("48Mi")
+	claim, _ := hostPathClaim(t, kc, vmi.Namespace, "hotplug-scsi", size)
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "addvolume", fmt.Sprintf(
+		`{"name":"hot-scsi","disk":{"disk":{"bus":"scsi"}},"volumeSource":{"persistentVolumeClaim":{"claimName":%q}}}`, claim))
+	eventually(t, 3*time.Minute, "volume hot-scsi Ready on an sd target", func(ctx context.Context) error {
+		s, err := volumeStatus(ctx, kc, vmi, "hot-scsi")
+		if err != nil {
+			return err
+		}
+		if s.Phase != kubevirtv1.VolumeReady || !strings.HasPrefix(s.Target, "sd") {
+			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+	scsiDisks := func() string {
+		return guestValue(t, con, "scsi", `echo "scsi=[$(for d in /sys/block/sd*; do [ -e $d ] && echo -n "${d##*/}:$(cat $d/size) "; done)]"`)
+	}
+	want := fmt.Sprintf(":%d ", size.Value()/512)
+	eventually(t, time.Minute, "the guest sees a SCSI disk of the claim's size", func(context.Context) error {
+		if got := scsiDisks(); !strings.Contains(got, want) {
+			return fmt.Errorf("SCSI disks %q", got)
+		}
+		return nil
+	})
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "removevolume", `{"name":"hot-scsi"}`)
+	eventually(t, 2*time.Minute, "the SCSI disk gone from the guest and the status", func(ctx context.Context) error {
+		if got := scsiDisks(); strings.Contains(got, want) {
+			return fmt.Errorf("SCSI disks %q", got)
+		}
+		if s, err := volumeStatus(ctx, kc, vmi, "hot-scsi"); err == nil {
+			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+}
+
+// testHotplugFailure plugs a claim in on a bus libvirt cannot hotplug (SATA): the volume stays
+// MountedToPod with KubeVirt's reason FailedHotplugSync and libvirt's error, virt-handler records
+// a Warning, and removevolume takes the volume away again.
+func testHotplugFailure(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance) {
+	t.Log("addvolume that cannot attach")
+	claim, _ := hostPathClaim(t, kc, vmi.Namespace, "hotplug-sata", resource.MustParse("16Mi"))
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "addvolume", fmt.Sprintf(
+		`{"name":"hot-sata","disk":{"disk":{"bus":"sata"}},"volumeSource":{"persistentVolumeClaim":{"claimName":%q}}}`, claim))
+	eventually(t, 3*time.Minute, "volume hot-sata reported failed", func(ctx context.Context) error {
+		s, err := volumeStatus(ctx, kc, vmi, "hot-sata")
+		if err != nil {
+			return err
+		}
+		if s.Phase != kubevirtv1.HotplugVolumeMounted || s.Reason != "FailedHotplugSync" ||
+			!strings.HasPrefix(s.Message, "Failed to attach hotplugged volume hot-sata to VM: ") {
+			return fmt.Errorf("status %+v", s)
+		}
+		t.Logf("volume status: %s: %s", s.Reason, s.Message)
+		return nil
+	})
+	expectVMIEvents(t, kc, vmi, "virt-handler", "FailedHotplugSync")
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "removevolume", `{"name":"hot-sata"}`)
+	eventually(t, 2*time.Minute, "the failed volume gone from the status", func(ctx context.Context) error {
+		if s, err := volumeStatus(ctx, kc, vmi, "hot-sata"); err == nil {
+			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+}
+
+// volumeStatus is the VMI's status of the named volume; an error when it has none.
+func volumeStatus(ctx context.Context, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance, name string) (*kubevirtv1.VolumeStatus, error) {
+	cur := &kubevirtv1.VirtualMachineInstance{}
+	if err := kc.Get(ctx, client.ObjectKeyFromObject(vmi), cur); err != nil {
+		return nil, err
+	}
+	for i := range cur.Status.VolumeStatus {
+		if cur.Status.VolumeStatus[i].Name == name {
+			return &cur.Status.VolumeStatus[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no status of volume %s", name)
 }
 
 // volumeCommand calls addvolume or removevolume on a VM or VMI, as virtctl does.

@@ -15,16 +15,21 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/proc"
+	"github.com/d8virt/devstack/testenv"
 )
 
 // testVolumeTypes boots a VM configured by a config drive with a disk on a block-mode claim (a
 // loop device on the node) and a hostDisk the launcher creates: the guest sees both at their
 // sizes, reads what the host wrote on the claim's device, and its writes to the hostDisk land in
-// the node's file. Nothing of the device is left held or mounted once the VM is gone.
+// the node's file. It also has disks on a configMap, a secret, a downwardAPI and a serviceAccount
+// volume, whose files the guest reads from their ISOs, and on an ephemeral claim, whose image
+// its writes never reach. Nothing of the device is left held or mounted once the VM is gone.
 func testVolumeTypes(t *testing.T, c *cluster, kc client.Client, ns string) {
 	blockSize := resource.MustParse("96Mi")
 	hostDiskSize := resource.MustParse("48Mi")
@@ -39,6 +44,7 @@ func testVolumeTypes(t *testing.T, c *cluster, kc client.Client, ns string) {
 	vm := newVM(ns, "voltypes")
 	spec := &vm.Spec.Template.Spec
 	virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+	configDisks := withConfigVolumes(t, kc, vm)
 	// The same user data as every VM's, from a config drive: the guest takes its hostname from
 	// meta_data.json, so the console's marker names the VM only if the drive was read.
 	spec.Volumes[1].VolumeSource = kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserData: userData}}
@@ -79,9 +85,94 @@ func testVolumeTypes(t *testing.T, c *cluster, kc client.Client, ns string) {
 		return nil
 	})
 
+	checkConfigVolumes(t, con, disks, configDisks)
+
 	deleteVM(t, kc, vm)
 	if err := deviceInUse(dev); err != nil {
 		t.Errorf("after the VM is gone: %v", err)
+	}
+}
+
+// withConfigVolumes gives vm's template a disk on a configMap, a secret, a downwardAPI, a
+// serviceAccount volume and an ephemeral claim, made in its namespace; it returns, by disk serial,
+// the files (path on the ISO to content) each config disk holds, and for the ephemeral disk
+// ("e2e-eph") the claim image's first sector and the image.
+func withConfigVolumes(t *testing.T, kc client.Client, vm *kubevirtv1.VirtualMachine) map[string]map[string]string {
+	t.Helper()
+	ctx := testenv.Context(t)
+	ns := vm.Namespace
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "voltypes-app"}, Data: map[string]string{"app.conf": "e2e-cm-data"}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "voltypes-creds"}, StringData: map[string]string{"password": "e2e-secret-data"}}
+	for _, o := range []client.Object{cm, sec} {
+		if err := kc.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kc.Delete(context.Background(), o) })
+	}
+	golden, dir := hostPathClaim(t, kc, ns, "voltypes-golden", resource.MustParse("8Mi"))
+	img := make([]byte, 8<<20)
+	copy(img, "e2e-golden-image")
+	if err := os.WriteFile(filepath.Join(dir, "disk.img"), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vm.Spec.Template.ObjectMeta.Labels = map[string]string{"e2e-label": "e2e-dapi-data"}
+	spec := &vm.Spec.Template.Spec
+	for _, v := range []struct {
+		name, serial string
+		src          kubevirtv1.VolumeSource
+	}{
+		{"cm", "e2e-cm", kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}},
+		{"sec", "e2e-sec", kubevirtv1.VolumeSource{Secret: &kubevirtv1.SecretVolumeSource{SecretName: sec.Name}}},
+		{"dapi", "e2e-dapi", kubevirtv1.VolumeSource{DownwardAPI: &kubevirtv1.DownwardAPIVolumeSource{Fields: []corev1.DownwardAPIVolumeFile{
+			{Path: "label", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['e2e-label']"}}}}}},
+		{"sa", "e2e-sa", kubevirtv1.VolumeSource{ServiceAccount: &kubevirtv1.ServiceAccountVolumeSource{ServiceAccountName: "default"}}},
+		{"eph", "e2e-eph", kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: golden}}}},
+	} {
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: v.name, Serial: v.serial,
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{Name: v.name, VolumeSource: v.src})
+	}
+	return map[string]map[string]string{
+		"e2e-cm":   {"/app.conf": "e2e-cm-data"},
+		"e2e-sec":  {"/password": "e2e-secret-data"},
+		"e2e-dapi": {"/label": "e2e-dapi-data"},
+		"e2e-sa":   {"/namespace": ns},
+		"e2e-eph":  {"sector": "e2e-golden-image", "image": filepath.Join(dir, "disk.img")},
+	}
+}
+
+// checkConfigVolumes mounts each config disk's ISO in the guest and reads its files, and reads
+// the ephemeral disk and writes into it: the claim's image keeps what it had.
+func checkConfigVolumes(t *testing.T, con *guesttest.Console, disks map[string]guestDisk, want map[string]map[string]string) {
+	t.Helper()
+	for serial, files := range want {
+		dev := disks[serial].dev
+		if dev == "" {
+			t.Errorf("the guest has no disk %s", serial)
+			continue
+		}
+		if serial == "e2e-eph" {
+			continue
+		}
+		for name, content := range files {
+			got := guestValue(t, con, "content", fmt.Sprintf(`mkdir -p /mnt && mount -t iso9660 -o ro /dev/%s /mnt && echo "content=[$(cat /mnt%s)]"; umount /mnt`, dev, name))
+			if got != content {
+				t.Errorf("disk %s (%s): %s holds %q, want %q", serial, dev, name, got, content)
+			}
+		}
+	}
+	eph := want["e2e-eph"]
+	dev := disks["e2e-eph"].dev
+	if got := readGuestDisk(t, con, dev, 0); got != eph["sector"] {
+		t.Errorf("the ephemeral disk reads %q, want the claim's image", got)
+	}
+	guestRun(t, con, fmt.Sprintf("echo e2e-overlay-write | dd of=/dev/%s conv=notrunc 2>/dev/null; sync", dev))
+	if got := readGuestDisk(t, con, dev, 0); !strings.HasPrefix(got, "e2e-overlay-write") {
+		t.Errorf("the guest reads %q back from the ephemeral disk", got)
+	}
+	if b, err := os.ReadFile(eph["image"]); err != nil || !bytes.HasPrefix(b, []byte(eph["sector"]+"\x00")) {
+		t.Errorf("the claim's image changed (%v)", err)
 	}
 }
 

@@ -181,6 +181,14 @@ func TestWebhooks(t *testing.T) {
 		dupVolumes := newVMI(ns, "dup-volumes")
 		ci := kubevirtv1.Volume{Name: "ci", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserData: "#cloud-config"}}}
 		dupVolumes.Spec.Volumes = []kubevirtv1.Volume{ci, ci}
+		noSecretName := newVMI(ns, "no-secret-name")
+		noSecretName.Spec.Volumes = append(noSecretName.Spec.Volumes, kubevirtv1.Volume{Name: "sec", VolumeSource: kubevirtv1.VolumeSource{
+			Secret: &kubevirtv1.SecretVolumeSource{}}})
+		twoAccounts := newVM("two-accounts")
+		for _, name := range []string{"sa1", "sa2"} {
+			twoAccounts.Spec.Template.Spec.Volumes = append(twoAccounts.Spec.Template.Spec.Volumes, kubevirtv1.Volume{Name: name,
+				VolumeSource: kubevirtv1.VolumeSource{ServiceAccount: &kubevirtv1.ServiceAccountVolumeSource{ServiceAccountName: name}}})
+		}
 		both := newVM("both")
 		both.Spec.Running = &yes
 		vmNoVolume := newVM("vm-no-volume")
@@ -204,6 +212,8 @@ func TestWebhooks(t *testing.T) {
 			{"vmi without memory", noMemory, "no memory requested, at least one of 'spec.domain.memory.guest', 'spec.domain.memory.hugepages.size' or 'spec.domain.resources.requests.memory' must be set"},
 			{"vmi userdata too large", bigUserData, "spec.volumes[0].cloudInitNoCloud userdata exceeds 2048 byte limit. Should use UserDataSecretRef for larger data."},
 			{"vmi duplicate volumes", dupVolumes, "spec.volumes[1] and spec.volumes[0] must not have the same Name."},
+			{"vmi secret volume without a name", noSecretName, "spec.volumes[0].secret.secretName is a required field"},
+			{"vm template with two serviceAccount volumes", twoAccounts, "spec.template.spec.volumes must have max one serviceAccount volume set"},
 			{"vm running and runStrategy", both, "Running and RunStrategy are mutually exclusive. Note that Running is deprecated, please use RunStrategy instead"},
 			{"vm template disk without volume", vmNoVolume, "spec.template.spec.domain.devices.disks[0].Name 'x' not found."},
 			{"vmirs selector mismatch", rs, "selector does not match labels."},

@@ -69,21 +69,77 @@ func validateDisksHaveVolumes(path *field.Path, spec *kubevirtv1.VirtualMachineI
 	return causes
 }
 
-// validateVolumes rejects duplicate volume names, oversized or ambiguous cloud-init user data and
-// incomplete hostDisks.
+// validateVolumes rejects duplicate volume names, volumes with no or several sources, oversized or
+// ambiguous cloud-init user data, incomplete hostDisks and config volumes, and more than one
+// serviceAccount volume, with KubeVirt's messages.
 func validateVolumes(path *field.Path, volumes []kubevirtv1.Volume) []metav1.StatusCause {
 	var causes []metav1.StatusCause
 	seen := map[string]int{}
+	serviceAccounts := 0
 	for i, v := range volumes {
 		if other, dup := seen[v.Name]; dup {
 			causes = append(causes, invalid(fmt.Sprintf("%s and %s must not have the same Name.", path.Index(i), path.Index(other)), path.Index(i).Child("name")))
 		} else {
 			seen[v.Name] = i
 		}
+		if sourceCount(&v.VolumeSource) != 1 {
+			causes = append(causes, invalid(fmt.Sprintf("%s must have exactly one source type set", path.Index(i)), path.Index(i)))
+		}
+		if v.ServiceAccount != nil {
+			serviceAccounts++
+		}
 		causes = append(causes, validateCloudInit(path.Index(i), v)...)
 		causes = append(causes, validateHostDisk(path.Index(i).Child("hostDisk"), v.HostDisk)...)
+		causes = append(causes, validateConfigVolume(path.Index(i), &v.VolumeSource)...)
+	}
+	if serviceAccounts > 1 {
+		causes = append(causes, invalid(fmt.Sprintf("%s must have max one serviceAccount volume set", path), path))
 	}
 	return causes
+}
+
+// sourceCount is how many of the volume sources KubeVirt knows are set.
+func sourceCount(s *kubevirtv1.VolumeSource) int {
+	n := 0
+	for _, set := range []bool{
+		s.PersistentVolumeClaim != nil, s.Sysprep != nil, s.CloudInitNoCloud != nil, s.CloudInitConfigDrive != nil,
+		s.ContainerDisk != nil, s.Ephemeral != nil, s.EmptyDisk != nil, s.HostDisk != nil, s.DataVolume != nil,
+		s.ConfigMap != nil, s.Secret != nil, s.DownwardAPI != nil, s.ServiceAccount != nil, s.DownwardMetrics != nil,
+		s.MemoryDump != nil,
+	} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// validateConfigVolume requires what names the data of configMap, secret, serviceAccount,
+// sysprep and ephemeral volumes, as KubeVirt does ("... is a required field"). A sysprep volume
+// with neither source gets the message of KubeVirt's controller, which fails such a VMI later;
+// with both, the Secret is used, as there.
+func validateConfigVolume(path *field.Path, s *kubevirtv1.VolumeSource) []metav1.StatusCause {
+	required := func(p *field.Path) []metav1.StatusCause {
+		return []metav1.StatusCause{invalid(fmt.Sprintf("%s is a required field", p), p)}
+	}
+	switch {
+	case s.ConfigMap != nil && s.ConfigMap.Name == "":
+		return required(path.Child("configMap", "name"))
+	case s.Secret != nil && s.Secret.SecretName == "":
+		return required(path.Child("secret", "secretName"))
+	case s.ServiceAccount != nil && s.ServiceAccount.ServiceAccountName == "":
+		return required(path.Child("serviceAccount", "serviceAccountName"))
+	case s.Ephemeral != nil && (s.Ephemeral.PersistentVolumeClaim == nil || s.Ephemeral.PersistentVolumeClaim.ClaimName == ""):
+		return required(path.Child("ephemeral", "persistentVolumeClaim", "claimName"))
+	case s.Sysprep != nil && s.Sysprep.Secret == nil && s.Sysprep.ConfigMap == nil:
+		p := path.Child("sysprep")
+		return []metav1.StatusCause{invalid("Sysprep must have Secret or ConfigMap reference set", p)}
+	case s.Sysprep != nil && s.Sysprep.Secret != nil && s.Sysprep.Secret.Name == "":
+		return required(path.Child("sysprep", "secret", "name"))
+	case s.Sysprep != nil && s.Sysprep.ConfigMap != nil && s.Sysprep.ConfigMap.Name == "":
+		return required(path.Child("sysprep", "configMap", "name"))
+	}
+	return nil
 }
 
 // validateHostDisk applies KubeVirt's rules to a hostDisk volume: a path, a known type, and a

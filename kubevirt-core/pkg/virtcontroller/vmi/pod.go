@@ -248,13 +248,14 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 	mounts = append(mounts, corev1.VolumeMount{Name: hotplug.DisksVolume, MountPath: hotplug.DisksDir, MountPropagation: &hostToContainer})
 	for _, v := range vmi.Spec.Volumes {
 		// Hotpluggable claims come through an attachment Pod (hotplug.go), never the launcher's.
-		if v.PersistentVolumeClaim == nil || hotplug.Pluggable(&v) {
+		claim, ok := launcherapi.ClaimName(&v)
+		if !ok || hotplug.Pluggable(&v) {
 			continue
 		}
+		// An ephemeral volume's claim is only read: the guest writes into an overlay.
+		readOnly := v.Ephemeral != nil || v.PersistentVolumeClaim.ReadOnly
 		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-				ClaimName: v.PersistentVolumeClaim.ClaimName, ReadOnly: v.PersistentVolumeClaim.ReadOnly,
-			},
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly},
 		}})
 		// A block claim reaches the container as a device (launcherVolumeDevices), not a mount.
 		if !launcherapi.BlockVolume(vmi, v.Name) {
@@ -262,7 +263,9 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		}
 	}
 	hostVols, hostMounts := hostDiskVolumes(vmi)
-	return append(vols, hostVols...), append(mounts, hostMounts...)
+	vols, mounts = append(vols, hostVols...), append(mounts, hostMounts...)
+	cfgVols, cfgMounts := configVolumes(vmi)
+	return append(vols, cfgVols...), append(mounts, cfgMounts...)
 }
 
 // NewLauncherPod builds the virt-launcher Pod of a VMI as KubeVirt v1.6 shapes it (naming, labels,
@@ -274,6 +277,10 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 	vols, mounts := launcherVolumes(vmi, cfg)
 	grace := launcherpod.GracePeriodSeconds(vmi) + 2*launcherpod.GracePadding
 	no := false
+	// The launcher itself never talks to the apiserver: only a serviceAccount volume, whose token
+	// the guest gets on a disk, makes the Pod mount one.
+	account := launcherServiceAccount(vmi)
+	automount := account != ""
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    "virt-launcher-" + vmi.Name + "-",
@@ -311,10 +318,10 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 			Subdomain:                     vmi.Spec.Subdomain,
 			DNSConfig:                     vmi.Spec.DNSConfig,
 			DNSPolicy:                     vmi.Spec.DNSPolicy,
-			// Nothing in the launcher reads Service environment variables or talks to the
-			// apiserver, so it gets neither (serviceAccount volumes are not supported yet).
+			// Nothing in the launcher reads Service environment variables.
 			EnableServiceLinks:           &no,
-			AutomountServiceAccountToken: &no,
+			ServiceAccountName:           account,
+			AutomountServiceAccountToken: &automount,
 			Affinity:                     vmi.Spec.Affinity,
 		},
 	}

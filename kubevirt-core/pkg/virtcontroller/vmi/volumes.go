@@ -14,12 +14,13 @@ import (
 // volumes use: no launcher Pod is made before every claim exists.
 const ReasonPVCNotFound = "FailedPvcNotFound"
 
-// ClaimNames lists the PersistentVolumeClaims the VMI's volumes use, in volume order.
+// ClaimNames lists the PersistentVolumeClaims the VMI's volumes use (persistentVolumeClaim and
+// ephemeral volumes), in volume order.
 func ClaimNames(vmi *kubevirtv1.VirtualMachineInstance) []string {
 	var out []string
-	for _, v := range vmi.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			out = append(out, v.PersistentVolumeClaim.ClaimName)
+	for i := range vmi.Spec.Volumes {
+		if claim, ok := launcherapi.ClaimName(&vmi.Spec.Volumes[i]); ok {
+			out = append(out, claim)
 		}
 	}
 	return out
@@ -31,8 +32,8 @@ func ClaimsRecorded(vmi *kubevirtv1.VirtualMachineInstance) bool {
 	for _, s := range vmi.Status.VolumeStatus {
 		recorded[s.Name] = s.PersistentVolumeClaimInfo != nil
 	}
-	for _, v := range vmi.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil && !recorded[v.Name] {
+	for i := range vmi.Spec.Volumes {
+		if _, ok := launcherapi.ClaimName(&vmi.Spec.Volumes[i]); ok && !recorded[vmi.Spec.Volumes[i].Name] {
 			return false
 		}
 	}
@@ -50,11 +51,13 @@ func VolumeStatus(vmi *kubevirtv1.VirtualMachineInstance, st []kubevirtv1.Volume
 		out[i] = *st[i].DeepCopy()
 		index[st[i].Name] = i
 	}
-	for _, v := range vmi.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+	for i := range vmi.Spec.Volumes {
+		v := &vmi.Spec.Volumes[i]
+		name, ok := launcherapi.ClaimName(v)
+		if !ok {
 			continue
 		}
-		pvc := claims[v.PersistentVolumeClaim.ClaimName]
+		pvc := claims[name]
 		if pvc == nil {
 			continue
 		}
@@ -95,8 +98,9 @@ func claimInfo(pvc *corev1.PersistentVolumeClaim) *kubevirtv1.PersistentVolumeCl
 // (as the volume status records it) at launcherapi.VolumeDevicePath, where the launcher opens it.
 func launcherVolumeDevices(vmi *kubevirtv1.VirtualMachineInstance) []corev1.VolumeDevice {
 	var out []corev1.VolumeDevice
-	for _, v := range vmi.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil && launcherapi.BlockVolume(vmi, v.Name) {
+	for i := range vmi.Spec.Volumes {
+		v := &vmi.Spec.Volumes[i]
+		if _, ok := launcherapi.ClaimName(v); ok && launcherapi.BlockVolume(vmi, v.Name) {
 			out = append(out, corev1.VolumeDevice{Name: v.Name, DevicePath: launcherapi.VolumeDevicePath(v.Name)})
 		}
 	}
@@ -128,4 +132,59 @@ func hostDiskVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volume, [
 // missingClaimMessage is KubeVirt's message for a VMI whose claim does not exist.
 func missingClaimMessage(namespace, claim string) string {
 	return fmt.Sprintf("PVC %s/%s does not exist, waiting for it to appear", namespace, claim)
+}
+
+// configVolumes are the Pod volumes of the VMI's configMap, secret, downwardAPI and sysprep volumes
+// that a disk uses, mounted read-only where the launcher makes their ISOs from
+// (launcherapi.ConfigVolumeDir), as KubeVirt does; a serviceAccount volume needs none: the Pod
+// runs under that account (launcherServiceAccount) and has its token mounted anyway.
+func configVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volume, []corev1.VolumeMount) {
+	disks := map[string]bool{}
+	for _, d := range vmi.Spec.Domain.Devices.Disks {
+		disks[d.Name] = true
+	}
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for i := range vmi.Spec.Volumes {
+		v := &vmi.Spec.Volumes[i]
+		src, ok := configVolumeSource(v)
+		if !ok || !disks[v.Name] {
+			continue
+		}
+		dir, _ := launcherapi.ConfigVolumeDir(v)
+		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: dir, ReadOnly: true})
+	}
+	return vols, mounts
+}
+
+// configVolumeSource is the Pod volume that holds the files of a configMap, secret, downwardAPI
+// or sysprep volume.
+func configVolumeSource(v *kubevirtv1.Volume) (corev1.VolumeSource, bool) {
+	switch {
+	case v.ConfigMap != nil:
+		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: v.ConfigMap.LocalObjectReference, Optional: v.ConfigMap.Optional}}, true
+	case v.Secret != nil:
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.Secret.SecretName, Optional: v.Secret.Optional}}, true
+	case v.DownwardAPI != nil:
+		return corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: v.DownwardAPI.Fields}}, true
+	case v.Sysprep != nil && v.Sysprep.Secret != nil:
+		return corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.Sysprep.Secret.Name}}, true
+	case v.Sysprep != nil && v.Sysprep.ConfigMap != nil:
+		return corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: *v.Sysprep.ConfigMap}}, true
+	}
+	return corev1.VolumeSource{}, false
+}
+
+// launcherServiceAccount is the account of the VMI's serviceAccount volume, which the launcher Pod
+// runs under so that its token is mounted (KubeVirt's way to hand a guest the token); "" when
+// the VMI has none.
+func launcherServiceAccount(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, v := range vmi.Spec.Volumes {
+		if v.ServiceAccount != nil {
+			return v.ServiceAccount.ServiceAccountName
+		}
+	}
+	return ""
 }

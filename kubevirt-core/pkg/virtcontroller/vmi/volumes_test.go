@@ -79,6 +79,12 @@ func TestVolumeStatus(t *testing.T) {
 		{name: "missing claim left out", vmi: newVMI(withClaims("a", "b")),
 			claims: []*corev1.PersistentVolumeClaim{claim("b", boundWith("1Gi"))},
 			want:   []kubevirtv1.VolumeStatus{{Name: "vol-b", PersistentVolumeClaimInfo: info("b", "1Gi", &fsMode)}}},
+		{name: "ephemeral volume's claim recorded like a claim volume's", vmi: newVMI(func(v *kubevirtv1.VirtualMachineInstance) {
+			v.Spec.Volumes = []kubevirtv1.Volume{{Name: "eph", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "a"}}}}}
+		}),
+			claims: []*corev1.PersistentVolumeClaim{claim("a", boundWith("2Gi"))},
+			want:   []kubevirtv1.VolumeStatus{{Name: "eph", PersistentVolumeClaimInfo: info("a", "2Gi", &fsMode)}}},
 		{name: "other entries kept, existing entry updated in place", vmi: newVMI(withClaims("a")),
 			prev:   []kubevirtv1.VolumeStatus{{Name: "root", Target: "vda"}, {Name: "vol-a", Target: "vdb", PersistentVolumeClaimInfo: info("a", "", &fsMode)}},
 			claims: []*corev1.PersistentVolumeClaim{claim("a", boundWith("2Gi"))},

@@ -35,13 +35,24 @@ func TestLauncherVolumeTypes(t *testing.T) {
 			Path: path, Type: typ, Capacity: resource.MustParse("1Gi")}}}
 	}
 	dir, dirOrCreate := corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate
+	volume := func(name string, src kubevirtv1.VolumeSource) kubevirtv1.Volume {
+		return kubevirtv1.Volume{Name: name, VolumeSource: src}
+	}
+	ephemeral := func(name, claim string) kubevirtv1.Volume {
+		return volume(name, kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+	}
+	optional := true
+	items := []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}
 	cases := []struct {
 		name        string
 		volumes     []kubevirtv1.Volume
+		disks       []string
 		status      []kubevirtv1.VolumeStatus
 		wantVolumes []corev1.Volume
 		wantMounts  []corev1.VolumeMount
 		wantDevices []corev1.VolumeDevice
+		wantAccount string
 	}{
 		{
 			name:    "block claim is a device at /dev/<volume>",
@@ -72,11 +83,63 @@ func TestLauncherVolumeTypes(t *testing.T) {
 				{Name: "h2", MountPath: "/var/run/kubevirt-private/vmi-disks/h2"},
 			},
 		},
+		{
+			name:        "ephemeral claim: read-only, a mount like a claim's",
+			volumes:     []kubevirtv1.Volume{ephemeral("eph", "golden")},
+			status:      []kubevirtv1.VolumeStatus{claimStatus("eph", corev1.PersistentVolumeFilesystem)},
+			wantVolumes: []corev1.Volume{{Name: "eph", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "golden", ReadOnly: true}}}},
+			wantMounts:  []corev1.VolumeMount{{Name: "eph", MountPath: "/var/run/kubevirt-private/vmi-disks/eph"}},
+		},
+		{
+			name:        "ephemeral block claim: a device",
+			volumes:     []kubevirtv1.Volume{ephemeral("eph", "golden")},
+			status:      []kubevirtv1.VolumeStatus{claimStatus("eph", corev1.PersistentVolumeBlock)},
+			wantVolumes: []corev1.Volume{{Name: "eph", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "golden", ReadOnly: true}}}},
+			wantDevices: []corev1.VolumeDevice{{Name: "eph", DevicePath: "/dev/eph"}},
+		},
+		{
+			name: "config volumes with disks: mounted read-only where the launcher reads them",
+			volumes: []kubevirtv1.Volume{
+				volume("cm", kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Optional: &optional, VolumeLabel: "CFG"}}),
+				volume("sec", kubevirtv1.VolumeSource{Secret: &kubevirtv1.SecretVolumeSource{SecretName: "creds"}}),
+				volume("dapi", kubevirtv1.VolumeSource{DownwardAPI: &kubevirtv1.DownwardAPIVolumeSource{Fields: items}}),
+				volume("unattend", kubevirtv1.VolumeSource{Sysprep: &kubevirtv1.SysprepSource{Secret: &corev1.LocalObjectReference{Name: "answers"}}}),
+				volume("unattend2", kubevirtv1.VolumeSource{Sysprep: &kubevirtv1.SysprepSource{ConfigMap: &corev1.LocalObjectReference{Name: "answers2"}}}),
+			},
+			disks: []string{"cm", "sec", "dapi", "unattend", "unattend2"},
+			wantVolumes: []corev1.Volume{
+				{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Optional: &optional}}},
+				{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+				{Name: "dapi", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: items}}},
+				{Name: "unattend", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "answers"}}},
+				{Name: "unattend2", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "answers2"}}}},
+			},
+			wantMounts: []corev1.VolumeMount{
+				{Name: "cm", MountPath: "/var/run/kubevirt-private/config-map/cm", ReadOnly: true},
+				{Name: "sec", MountPath: "/var/run/kubevirt-private/secret/sec", ReadOnly: true},
+				{Name: "dapi", MountPath: "/var/run/kubevirt-private/downwardapi/dapi", ReadOnly: true},
+				{Name: "unattend", MountPath: "/var/run/kubevirt-private/sysprep/unattend", ReadOnly: true},
+				{Name: "unattend2", MountPath: "/var/run/kubevirt-private/sysprep/unattend2", ReadOnly: true},
+			},
+		},
+		{
+			name:    "config volume without a disk: nothing",
+			volumes: []kubevirtv1.Volume{volume("cm", kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}})},
+		},
+		{
+			name:        "serviceAccount: the Pod runs under it, its token mounted",
+			volumes:     []kubevirtv1.Volume{volume("sa", kubevirtv1.VolumeSource{ServiceAccount: &kubevirtv1.ServiceAccountVolumeSource{ServiceAccountName: "guest-reader"}})},
+			disks:       []string{"sa"},
+			wantAccount: "guest-reader",
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pod := NewLauncherPod(newVMI(func(v *kubevirtv1.VirtualMachineInstance) {
 				v.Spec.Volumes = c.volumes
+				for _, d := range c.disks {
+					v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: d})
+				}
 				v.Status.VolumeStatus = c.status
 			}), LauncherConfig{Image: "img"})
 			ours := map[string]bool{}
@@ -103,6 +166,9 @@ func TestLauncherVolumeTypes(t *testing.T) {
 			}
 			if got := pod.Spec.Containers[0].VolumeDevices; !reflect.DeepEqual(got, c.wantDevices) {
 				t.Errorf("devices %+v, want %+v", got, c.wantDevices)
+			}
+			if got, automount := pod.Spec.ServiceAccountName, *pod.Spec.AutomountServiceAccountToken; got != c.wantAccount || automount != (c.wantAccount != "") {
+				t.Errorf("service account %q, automount %v; want %q", got, automount, c.wantAccount)
 			}
 		})
 	}

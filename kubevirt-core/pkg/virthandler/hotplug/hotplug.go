@@ -20,10 +20,13 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
-// Reasons virt-handler writes on hotplugged volumes.
+// Reasons virt-handler writes on hotplugged volumes. ReasonFailed is KubeVirt's reason for a
+// hotplug that failed during a sync (FailedHotplugSync); the volume stays MountedToPod, as no
+// phase of KubeVirt's says failed, and the message says why.
 const (
 	ReasonMounted = "VolumeMountedToPod"
 	ReasonReady   = "VolumeReady"
+	ReasonFailed  = "FailedHotplugSync"
 )
 
 // Volumes brings hotplugged volumes into launcher Pods on this node.
@@ -58,6 +61,10 @@ func (h *Volumes) Sync(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 	inDomain := map[string]string{}
 	for _, v := range dom.HotplugVolumes {
 		inDomain[v.Name] = v.Target
+	}
+	failed := map[string]string{}
+	for _, f := range dom.HotplugFailures {
+		failed[f.Name] = f.Message
 	}
 	res := Result{}
 	spec := map[string]*kubevirtv1.Volume{}
@@ -100,6 +107,11 @@ func (h *Volumes) Sync(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 			}
 			s.Phase, s.Reason, s.Target = kubevirtv1.HotplugVolumeMounted, ReasonMounted, ""
 			s.Message = fmt.Sprintf("Volume %s has been mounted in virt-launcher pod", s.Name)
+			if msg, ok := failed[s.Name]; ok {
+				// Retried with the reconcile's back-off: the error makes it come again.
+				s.Reason, s.Message = ReasonFailed, fmt.Sprintf("Failed to attach hotplugged volume %s to VM: %s", s.Name, msg)
+				errs = append(errs, fmt.Errorf("volume %s: the launcher failed to attach it: %s", s.Name, msg))
+			}
 			res.LauncherSync = true
 		}
 		res.VolumeStatus = append(res.VolumeStatus, s)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
@@ -110,7 +111,9 @@ func TestSync(t *testing.T) {
 		phase      kubevirtv1.VolumePhase
 		mounted    bool
 		inDomain   bool
+		failure    string                 // the launcher's attach error
 		wantPhase  kubevirtv1.VolumePhase // "" = entry gone
+		wantReason string
 		wantMount  bool
 		wantLaunch bool
 	}{
@@ -118,7 +121,10 @@ func TestSync(t *testing.T) {
 		{name: "attached to the node: mount, the launcher attaches", inSpec: true, phase: kubevirtv1.HotplugVolumeAttachedToNode,
 			wantPhase: kubevirtv1.HotplugVolumeMounted, wantMount: true, wantLaunch: true},
 		{name: "in the domain: ready", inSpec: true, phase: kubevirtv1.HotplugVolumeMounted, mounted: true, inDomain: true,
-			wantPhase: kubevirtv1.VolumeReady, wantMount: true},
+			wantPhase: kubevirtv1.VolumeReady, wantReason: ReasonReady, wantMount: true},
+		{name: "the launcher failed to attach: mounted, the failure told, tried again", inSpec: true, phase: kubevirtv1.HotplugVolumeMounted,
+			mounted: true, failure: "No more available PCI slots", wantPhase: kubevirtv1.HotplugVolumeMounted, wantReason: ReasonFailed,
+			wantMount: true, wantLaunch: true},
 		{name: "removed, still in the domain: detaching", phase: kubevirtv1.VolumeReady, mounted: true, inDomain: true,
 			wantPhase: kubevirtv1.HotplugVolumeDetaching, wantMount: true, wantLaunch: true},
 		{name: "removed and detached: unmounted, entry gone", phase: kubevirtv1.HotplugVolumeDetaching, mounted: true},
@@ -142,16 +148,25 @@ func TestSync(t *testing.T) {
 			if tc.inDomain {
 				dom.HotplugVolumes = []launcherapi.HotplugVolume{{Name: "hot", Target: "vdc"}}
 			}
+			if tc.failure != "" {
+				dom.HotplugFailures = []launcherapi.HotplugFailure{{Name: "hot", Message: tc.failure}}
+			}
 			h := &Volumes{Reader: fake.NewClientBuilder().WithObjects(pv, pvc).Build(), PodsDir: pods, Mounter: m}
 			res, err := h.Sync(context.Background(), vmi, pod, dom)
-			if err != nil {
-				t.Fatal(err)
+			if (err != nil) != (tc.failure != "") || (err != nil && !strings.Contains(err.Error(), tc.failure)) {
+				t.Fatalf("error %v, want one only for the failure %q", err, tc.failure)
 			}
 			phase := kubevirtv1.VolumePhase("")
 			for _, s := range res.VolumeStatus {
 				phase = s.Phase
 				if s.Phase == kubevirtv1.VolumeReady && s.Target != "vdc" {
 					t.Errorf("ready with target %q", s.Target)
+				}
+				if tc.wantReason != "" && s.Reason != tc.wantReason {
+					t.Errorf("reason %q, want %q", s.Reason, tc.wantReason)
+				}
+				if tc.failure != "" && s.Message != "Failed to attach hotplugged volume hot to VM: "+tc.failure {
+					t.Errorf("message %q", s.Message)
 				}
 			}
 			if phase != tc.wantPhase || (m.mounts[target] == "/srv/pv") != tc.wantMount || res.LauncherSync != tc.wantLaunch {

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 )
 
 // EventSource is virt-handler's name in the events it records, as in KubeVirt.
@@ -43,9 +45,28 @@ func statusEvents(old, cur kubevirtv1.VirtualMachineInstanceStatus) []lifecycleE
 		// A guest that ended while paused is Stopped, not resumed.
 		out = append(out, lifecycleEvent{corev1.EventTypeNormal, kubevirtv1.Resumed.String(), "Unpause", "VirtualMachineInstance resumed."})
 	}
+	out = append(out, hotplugFailedEvents(old, cur)...)
 	if ms := cur.MigrationState; ms != nil && ms.Failed && !migrationFailed(old, ms.MigrationUID) {
 		out = append(out, lifecycleEvent{corev1.EventTypeWarning, kubevirtv1.Migrated.String(), "Migrate",
 			fmt.Sprintf("VirtualMachineInstance migration uid %s failed. reason:%s", ms.MigrationUID, ms.FailureReason)})
+	}
+	return out
+}
+
+// hotplugFailedEvents are Warnings for the hotplugged volumes whose attach failed in this write
+// (newly, or for another reason than before), with the volume status's message.
+func hotplugFailedEvents(old, cur kubevirtv1.VirtualMachineInstanceStatus) []lifecycleEvent {
+	before := map[string]string{}
+	for _, s := range old.VolumeStatus {
+		if s.Reason == hotplug.ReasonFailed {
+			before[s.Name] = s.Message
+		}
+	}
+	var out []lifecycleEvent
+	for _, s := range cur.VolumeStatus {
+		if msg, was := before[s.Name]; s.Reason == hotplug.ReasonFailed && (!was || msg != s.Message) {
+			out = append(out, lifecycleEvent{corev1.EventTypeWarning, hotplug.ReasonFailed, "Hotplug", s.Message})
+		}
 	}
 	return out
 }

@@ -39,6 +39,12 @@ func migration(failed bool) *kubevirtv1.VirtualMachineInstanceMigrationState {
 	return &kubevirtv1.VirtualMachineInstanceMigrationState{MigrationUID: "m1", Failed: failed, FailureReason: "target gone"}
 }
 
+func hotplugStatus(reason, message string) kubevirtv1.VirtualMachineInstanceStatus {
+	return kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, VolumeStatus: []kubevirtv1.VolumeStatus{{
+		Name: "hot", Phase: kubevirtv1.HotplugVolumeMounted, Reason: reason, Message: message,
+		HotplugVolume: &kubevirtv1.HotplugVolumeStatus{AttachPodName: "hp-volume-x"}}}}
+}
+
 // TestWriteStatusEvents: a status write records the events of the transitions it makes, once.
 func TestWriteStatusEvents(t *testing.T) {
 	running := kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}
@@ -63,6 +69,12 @@ func TestWriteStatusEvents(t *testing.T) {
 		{"migration failed", kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(false)},
 			kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(true)},
 			[]string{"Warning Migrated VirtualMachineInstance migration uid m1 failed. reason:target gone"}},
+		{"volume mounted: none", running, hotplugStatus("VolumeMountedToPod", "mounted"), nil},
+		{"hotplug failed: told once per failure", hotplugStatus("VolumeMountedToPod", "mounted"), hotplugStatus("FailedHotplugSync", "Failed to attach hotplugged volume hot to VM: no slots"),
+			[]string{"Warning FailedHotplugSync Failed to attach hotplugged volume hot to VM: no slots"}},
+		{"hotplug failed again for the same reason: none", hotplugStatus("FailedHotplugSync", "Failed: no slots"), hotplugStatus("FailedHotplugSync", "Failed: no slots"), nil},
+		{"hotplug failed for another reason", hotplugStatus("FailedHotplugSync", "Failed: no slots"), hotplugStatus("FailedHotplugSync", "Failed: no image"),
+			[]string{"Warning FailedHotplugSync Failed: no image"}},
 		{"other changes: none", running, kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1"}, nil},
 		{"failed migration written again: none",
 			kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, MigrationState: migration(true)},

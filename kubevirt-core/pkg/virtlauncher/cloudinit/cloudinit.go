@@ -6,14 +6,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 
 	k8sv1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/isoimage"
 )
 
 // Kind is a type of data source: the ISO volume label cloud-init looks for and where each part
@@ -142,44 +140,9 @@ func (d Data) files() map[string]string {
 	return files
 }
 
-// WriteISO writes data as an ISO labelled after its kind to path, replacing it atomically. It
-// uses xorriso, or genisoimage when xorriso is missing.
+// WriteISO writes data as an ISO labelled after its kind to path, replacing it atomically.
 func WriteISO(ctx context.Context, path string, data Data) error {
-	src, err := os.MkdirTemp(filepath.Dir(path), ".cloudinit-")
-	if err != nil {
-		return fmt.Errorf("cloud-init ISO: %w", err)
-	}
-	defer os.RemoveAll(src)
-	for name, content := range data.files() {
-		p := filepath.Join(src, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("cloud-init ISO: %w", err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return fmt.Errorf("cloud-init ISO: %w", err)
-		}
-	}
-	// A directory argument puts its contents at the root of the ISO; Joliet and Rock Ridge keep
-	// the names as they are.
-	args := []string{"-quiet", "-V", data.Kind.Label, "-J", "-r", "-o", path + ".tmp", src}
-	var cmd *exec.Cmd
-	if _, err := exec.LookPath("xorriso"); err == nil {
-		cmd = exec.CommandContext(ctx, "xorriso", append([]string{"-as", "mkisofs"}, args...)...)
-	} else if _, err := exec.LookPath("genisoimage"); err == nil {
-		cmd = exec.CommandContext(ctx, "genisoimage", args...)
-	} else {
-		return errors.New("cloud-init ISO: neither xorriso nor genisoimage is installed")
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.Remove(path + ".tmp")
-		return fmt.Errorf("cloud-init ISO: %s: %w: %s", filepath.Base(cmd.Path), err, out)
-	}
-	// QEMU may run as another user than the launcher; the ISO holds nothing the guest's host
-	// needs to hide from it.
-	if err := os.Chmod(path+".tmp", 0o644); err != nil {
-		return fmt.Errorf("cloud-init ISO: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := isoimage.WriteFiles(ctx, path, data.Kind.Label, data.files()); err != nil {
 		return fmt.Errorf("cloud-init ISO: %w", err)
 	}
 	return nil

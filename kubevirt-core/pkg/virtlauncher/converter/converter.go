@@ -122,7 +122,9 @@ func Domain(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) (*libvir
 	}
 	dom.Devices.Disks = disks
 	dom.Devices.Controllers = append(dom.Devices.Controllers, hotplugControllers(machine, &vmi.Spec)...)
-	if needSCSI {
+	// As KubeVirt: a SCSI disk needs the controller, and so does a SCSI disk plugged in later,
+	// the bus KubeVirt's client hotplugs on by default (libvirt cannot add a controller live).
+	if needSCSI || hotplugEnabled(&vmi.Spec) {
 		dom.Devices.Controllers = append(dom.Devices.Controllers, libvirtxml.DomainController{Type: "scsi", Index: new(uint), Model: "virtio-scsi"})
 	}
 
@@ -298,12 +300,13 @@ func convertCPU(cpu *kubevirtv1.CPU, emulation bool) (*libvirtxml.DomainCPU, uin
 // volumeFormat is the image format of the file behind each supported volume type.
 func volumeFormat(v *kubevirtv1.Volume) (format string, readOnly bool, ok bool) {
 	switch {
-	case v.ContainerDisk != nil, v.EmptyDisk != nil:
-		// Both are qcow2 files the launcher creates: an overlay over the read-only base image,
-		// or a sparse scratch disk.
+	case v.ContainerDisk != nil, v.EmptyDisk != nil, v.Ephemeral != nil:
+		// qcow2 files the launcher creates: an overlay over the read-only base image (a
+		// containerDisk's, an ephemeral volume's claim), or a sparse scratch disk.
 		return "qcow2", false, true
-	case v.CloudInitNoCloud != nil, v.CloudInitConfigDrive != nil:
-		// The guest must never write into its own configuration.
+	case v.CloudInitNoCloud != nil, v.CloudInitConfigDrive != nil, v.ConfigMap != nil, v.Secret != nil,
+		v.DownwardAPI != nil, v.ServiceAccount != nil, v.Sysprep != nil:
+		// ISOs of the guest's configuration, which it must never write into.
 		return "raw", true, true
 	case v.HostDisk != nil, v.PersistentVolumeClaim != nil:
 		return "raw", false, true
@@ -384,7 +387,7 @@ func convertDisks(vmi *kubevirtv1.VirtualMachineInstance, c ConverterContext) ([
 			// The alias lets events and status map the device back to the VMI's disk name.
 			Alias: &libvirtxml.DomainAlias{Name: AliasPrefix + d.Name},
 		}
-		if launcherapi.BlockVolume(vmi, d.Name) {
+		if vol.PersistentVolumeClaim != nil && launcherapi.BlockVolume(vmi, d.Name) {
 			// The claim's device node itself, which libvirt attaches as <disk type='block'>.
 			disk.Source = &libvirtxml.DomainDiskSource{Block: &libvirtxml.DomainDiskSourceBlock{Dev: path}}
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"libvirt.org/go/libvirtxml"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -52,6 +53,7 @@ func TestDomain(t *testing.T) {
 		mutate  func(*kubevirtv1.VirtualMachineInstance, *ConverterContext)
 		want    []string // substrings of the marshalled XML
 		notWant []string
+		check   func(*testing.T, *libvirtxml.Domain)
 	}{
 		{
 			name: "defaults under TCG",
@@ -76,6 +78,8 @@ func TestDomain(t *testing.T) {
 				`<memballoon model="virtio">`,
 				`<channel type="unix">`,
 				`<target type="virtio" name="org.qemu.guest_agent.0"></target>`,
+				// For disks hotplugged on SCSI, KubeVirt's client's default bus.
+				`<controller type="scsi" index="0" model="virtio-scsi">`,
 			},
 			// TCG cannot present the host CPU.
 			notWant: []string{`host-model`, `<interface`, `<rng`},
@@ -127,6 +131,13 @@ func TestDomain(t *testing.T) {
 			notWant: []string{`<rom`},
 		},
 		{
+			name: "hotplug disabled: no SCSI controller without a SCSI disk",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, _ *ConverterContext) {
+				v.Spec.Domain.Devices.DisableHotplug = true
+			},
+			notWant: []string{`<controller type="scsi"`},
+		},
+		{
 			name: "memory from requests, named CPU model, no serial or VNC",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
 				v.Spec.Domain.Memory = nil
@@ -163,6 +174,52 @@ func TestDomain(t *testing.T) {
 				`<target dev="sdc" bus="scsi"></target>`,
 				`<controller type="scsi" index="0" model="virtio-scsi">`,
 				`<alias name="ua-data"></alias>`,
+			},
+		},
+		{
+			name: "config ISOs read-only, sysprep a cdrom, an ephemeral claim's overlay a qcow2 file",
+			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
+				virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
+				v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks,
+					kubevirtv1.Disk{Name: "cm", DiskDevice: virtio},
+					kubevirtv1.Disk{Name: "unattend", DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSATA}}},
+					kubevirtv1.Disk{Name: "golden", DiskDevice: virtio})
+				v.Spec.Volumes = append(v.Spec.Volumes,
+					kubevirtv1.Volume{Name: "cm", VolumeSource: kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}},
+					kubevirtv1.Volume{Name: "unattend", VolumeSource: kubevirtv1.VolumeSource{Sysprep: &kubevirtv1.SysprepSource{}}},
+					kubevirtv1.Volume{Name: "golden", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{}}})
+				// The overlay is a file, whatever the claim's volume mode.
+				v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{
+					{Name: "golden", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{VolumeMode: ptr(k8sv1.PersistentVolumeBlock)}}}
+				c.VolumePaths["cm"] = "/run/l/configMap-cm.iso"
+				c.VolumePaths["unattend"] = "/run/l/sysprep-unattend.iso"
+				c.VolumePaths["golden"] = "/run/l/ephemeral-golden.qcow2"
+			},
+			want: []string{
+				`<source file="/run/l/configMap-cm.iso"></source>`,
+				`<target dev="vdc" bus="virtio"></target>`,
+				`<source file="/run/l/sysprep-unattend.iso"></source>`,
+				`<target dev="sda" bus="sata"></target>`,
+				`<source file="/run/l/ephemeral-golden.qcow2"></source>`,
+				`<target dev="vdd" bus="virtio"></target>`,
+			},
+			check: func(t *testing.T, dom *libvirtxml.Domain) {
+				for _, d := range dom.Devices.Disks {
+					readOnly := d.ReadOnly != nil
+					switch d.Alias.Name {
+					case "ua-cm", "ua-unattend":
+						if d.Driver.Type != "raw" || !readOnly {
+							t.Errorf("%s: driver %s, read-only %v; want a read-only raw ISO", d.Alias.Name, d.Driver.Type, readOnly)
+						}
+					case "ua-golden":
+						if d.Driver.Type != "qcow2" || readOnly || d.Source.File == nil {
+							t.Errorf("golden: driver %s, read-only %v, source %+v; want a writable qcow2 file", d.Driver.Type, readOnly, d.Source)
+						}
+					}
+				}
+				if d := dom.Devices.Disks[3]; d.Device != "cdrom" {
+					t.Errorf("sysprep is a %s", d.Device)
+				}
 			},
 		},
 		{
@@ -217,6 +274,9 @@ func TestDomain(t *testing.T) {
 					t.Errorf("unexpected %s in\n%s", s, xml)
 				}
 			}
+			if tt.check != nil {
+				tt.check(t, dom)
+			}
 		})
 	}
 }
@@ -251,7 +311,7 @@ func TestDomainErrors(t *testing.T) {
 		{
 			name: "unsupported volume type",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, _ *ConverterContext) {
-				v.Spec.Volumes[0].VolumeSource = kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}
+				v.Spec.Volumes[0].VolumeSource = kubevirtv1.VolumeSource{DownwardMetrics: &kubevirtv1.DownwardMetricsVolumeSource{}}
 			},
 			want: `spec.domain.devices.disks[0]: volume "root": volume type not supported`,
 		},

@@ -17,14 +17,23 @@ const hotplugRootPorts = 4
 // start: balloon, virtio-serial (the agent channel), RNG and the SCSI controller.
 const fixedPCIeDevices = 4
 
-// hotplugControllers are the controllers hotplugged disks need on the machine type: on q35, root
-// ports for every device the domain starts with (libvirt fills free ports first) plus
-// hotplugRootPorts spare ones. i440fx's PCI bus takes hotplugged devices as it is.
+// hotplugEnabled tells whether disks may be plugged into the running domain: unless
+// spec.domain.devices.disableHotplug says no, as in KubeVirt.
+func hotplugEnabled(spec *kubevirtv1.VirtualMachineInstanceSpec) bool {
+	return !spec.Domain.Devices.DisableHotplug
+}
+
+// hotplugControllers are the PCI controllers of the machine type: on q35, root ports for every
+// device the domain starts with (libvirt fills free ports first) plus, unless hotplug is
+// disabled, hotplugRootPorts spare ones. i440fx's PCI bus takes hotplugged devices as it is.
 func hotplugControllers(machine string, spec *kubevirtv1.VirtualMachineInstanceSpec) []libvirtxml.DomainController {
 	if !strings.Contains(machine, "q35") {
 		return nil
 	}
-	ports := len(spec.Domain.Devices.Disks) + len(spec.Domain.Devices.Interfaces) + fixedPCIeDevices + hotplugRootPorts
+	ports := len(spec.Domain.Devices.Disks) + len(spec.Domain.Devices.Interfaces) + fixedPCIeDevices
+	if hotplugEnabled(spec) {
+		ports += hotplugRootPorts
+	}
 	// Listed after pcie-root (index 0), which libvirt would otherwise add after them, handing
 	// index 0 to a root port.
 	out := []libvirtxml.DomainController{{Type: "pci", Index: new(uint), Model: "pcie-root"}}

@@ -11,15 +11,19 @@ func TestHotplugControllers(t *testing.T) {
 		Disks:      []kubevirtv1.Disk{{Name: "a"}, {Name: "b"}},
 		Interfaces: []kubevirtv1.Interface{{Name: "default"}},
 	}}}
+	noHotplug := spec.DeepCopy()
+	noHotplug.Domain.Devices.DisableHotplug = true
 	for _, tc := range []struct {
 		machine string
+		spec    *kubevirtv1.VirtualMachineInstanceSpec
 		want    int // root ports
 	}{
-		{"q35", 2 + 1 + fixedPCIeDevices + hotplugRootPorts},
-		{"pc-q35-rhel9.6.0", 2 + 1 + fixedPCIeDevices + hotplugRootPorts},
-		{"pc", 0},
+		{"q35", spec, 2 + 1 + fixedPCIeDevices + hotplugRootPorts},
+		{"pc-q35-rhel9.6.0", spec, 2 + 1 + fixedPCIeDevices + hotplugRootPorts},
+		{"q35", noHotplug, 2 + 1 + fixedPCIeDevices},
+		{"pc", spec, 0},
 	} {
-		got := hotplugControllers(tc.machine, spec)
+		got := hotplugControllers(tc.machine, tc.spec)
 		ports := 0
 		for i, c := range got {
 			if i == 0 && (c.Model != "pcie-root" || *c.Index != 0) {

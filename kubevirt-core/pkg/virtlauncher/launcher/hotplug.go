@@ -25,6 +25,8 @@ type hotplugState struct {
 	attached map[string]string
 	// detaching holds the volumes whose unplug the guest has not completed yet.
 	detaching map[string]bool
+	// failed maps a volume whose disk could not be attached to why; the next Sync tries again.
+	failed map[string]string
 }
 
 // hotplugStatus lists the attached hotplugged volumes, by name. m.mu must be held.
@@ -32,6 +34,16 @@ func (m *Manager) hotplugStatus() []launcherapi.HotplugVolume {
 	var out []launcherapi.HotplugVolume
 	for name, target := range m.hp.attached {
 		out = append(out, launcherapi.HotplugVolume{Name: name, Target: target})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// hotplugFailures lists the volumes whose last attach failed, by name. m.mu must be held.
+func (m *Manager) hotplugFailures() []launcherapi.HotplugFailure {
+	var out []launcherapi.HotplugFailure
+	for name, msg := range m.hp.failed {
+		out = append(out, launcherapi.HotplugFailure{Name: name, Message: msg})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -57,12 +69,14 @@ func mountedHotplugVolumes(vmi *kubevirtv1.VirtualMachineInstance) map[string]*k
 // syncHotplug makes the running domain's hotplugged disks those of vmi: it attaches the disk of
 // every volume virt-handler mounted into hotplug.DisksDir (a filesystem claim's disk.img,
 // created as at start when the claim is empty) and detaches those no longer in the spec. Each
-// Sync of virt-handler calls it; what is in place already is left alone.
+// Sync of virt-handler calls it; what is in place already is left alone. A disk that fails to
+// attach does not fail the Sync: the failure is in the status (hotplugFailures) for virt-handler
+// to report on the volume, the other volumes go on, and the next Sync tries again.
 func (m *Manager) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
 	m.mu.Lock()
 	dom := m.dom
 	if m.hp.attached == nil {
-		m.hp = hotplugState{attached: map[string]string{}, detaching: map[string]bool{}}
+		m.hp = hotplugState{attached: map[string]string{}, detaching: map[string]bool{}, failed: map[string]string{}}
 	}
 	var attached []string
 	for name := range m.hp.attached {
@@ -77,7 +91,7 @@ func (m *Manager) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 	for _, v := range hotplug.Volumes(&vmi.Spec) {
 		inSpec[v.Name] = true
 	}
-	changed := false
+	changed := m.forgetFailures(want)
 	for _, name := range attached {
 		if inSpec[name] {
 			continue
@@ -100,8 +114,16 @@ func (m *Manager) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 		if done {
 			continue
 		}
-		if err := m.attachDisk(vmi, dom, want[name]); err != nil {
-			return err
+		err := m.attachDisk(vmi, dom, want[name])
+		m.mu.Lock()
+		if err != nil {
+			m.hp.failed[name] = err.Error()
+		} else {
+			delete(m.hp.failed, name)
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Warn("hotplug failed", "volume", name, "err", err)
 		}
 		changed = true
 	}
@@ -109,6 +131,21 @@ func (m *Manager) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMachin
 		m.pokeLoop()
 	}
 	return nil
+}
+
+// forgetFailures drops the failures of volumes that are no longer to be attached (unplugged, or
+// no longer mounted) and reports whether there were any.
+func (m *Manager) forgetFailures(want map[string]*kubevirtv1.Volume) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := false
+	for name := range m.hp.failed {
+		if want[name] == nil {
+			delete(m.hp.failed, name)
+			changed = true
+		}
+	}
+	return changed
 }
 
 // attachDisk attaches the disk of a hotplugged volume to the running domain.

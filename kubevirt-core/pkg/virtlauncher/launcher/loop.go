@@ -184,6 +184,7 @@ func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 		Frozen:              m.frozen,
 		Migration:           m.migrationStatus(),
 		HotplugVolumes:      m.hotplugStatus(),
+		HotplugFailures:     m.hotplugFailures(),
 	}
 	m.withGuestAgent(&s)
 	return s

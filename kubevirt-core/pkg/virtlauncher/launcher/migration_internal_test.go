@@ -23,6 +23,8 @@ func TestLocalDisks(t *testing.T) {
 <disk type='file' device='disk'><source file='/pvc/data/disk.img'/><target dev='vdc' bus='virtio'/><alias name='ua-data'/></disk>
 <disk type='file' device='disk'><source file='/s/empty-scratch.qcow2'/><target dev='vdd' bus='virtio'/><alias name='ua-scratch'/></disk>
 <disk type='file' device='cdrom'><target dev='sda' bus='sata'/><readonly/></disk>
+<disk type='file' device='disk'><source file='/s/ephemeral-golden.qcow2'/><target dev='vde' bus='virtio'/><alias name='ua-golden'/></disk>
+<disk type='file' device='cdrom'><source file='/s/configMap-cm.iso'/><target dev='sdb' bus='sata'/><readonly/><alias name='ua-cm'/></disk>
 </devices></domain>`
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	vmi.Spec.Volumes = []kubevirtv1.Volume{
@@ -30,6 +32,8 @@ func TestLocalDisks(t *testing.T) {
 		{Name: "ci", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{}}},
 		{Name: "data", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}},
 		{Name: "scratch", VolumeSource: kubevirtv1.VolumeSource{EmptyDisk: &kubevirtv1.EmptyDiskSource{}}},
+		{Name: "golden", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{}}},
+		{Name: "cm", VolumeSource: kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}},
 	}
 	for _, tc := range []struct {
 		name string
@@ -38,7 +42,7 @@ func TestLocalDisks(t *testing.T) {
 		want []string
 		err  bool
 	}{
-		{name: "overlays and scratch disks travel; the claim and the ISO stay", xml: xml, vmi: vmi, want: []string{"vda", "vdd"}},
+		{name: "overlays and scratch disks travel; the claim and the ISO stay", xml: xml, vmi: vmi, want: []string{"vda", "vdd", "vde"}},
 		{name: "no VMI: nothing is known to be local", xml: xml},
 		{name: "no devices", xml: `<domain type='qemu'><name>x</name></domain>`, vmi: vmi},
 		{name: "bad XML", xml: `<domain`, vmi: vmi, err: true},

@@ -220,7 +220,7 @@ func (m *Manager) CancelMigration(uid string) error {
 }
 
 // localDisks are the target devices of the disks the launcher made for this run (containerDisk
-// overlays, emptyDisks): a migration copies them. Other disks are the same file on both sides
+// and ephemeral overlays, emptyDisks): a migration copies them. Other disks are the same file on both sides
 // (a PVC) or read-only (cloud-init) and must not be copied.
 func localDisks(domXML string, vmi *kubevirtv1.VirtualMachineInstance) ([]string, error) {
 	var dom libvirtxml.Domain
@@ -230,7 +230,7 @@ func localDisks(domXML string, vmi *kubevirtv1.VirtualMachineInstance) ([]string
 	local := map[string]bool{}
 	if vmi != nil {
 		for _, v := range vmi.Spec.Volumes {
-			if v.ContainerDisk != nil || v.EmptyDisk != nil {
+			if v.ContainerDisk != nil || v.EmptyDisk != nil || v.Ephemeral != nil {
 				local[v.Name] = true
 			}
 		}

@@ -67,6 +67,10 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 		mountDir = DefaultVolumeMountDir
 	}
 	paths := map[string]string{}
+	disks := map[string]bool{}
+	for _, d := range vmi.Spec.Domain.Devices.Disks {
+		disks[d.Name] = true
+	}
 	for i := range vmi.Spec.Volumes {
 		v := &vmi.Spec.Volumes[i]
 		if hotplug.Pluggable(v) {
@@ -75,7 +79,21 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 		}
 		field := fmt.Sprintf("spec.volumes[%d]", i)
 		var path string
+		cfgDisk, isConfig := configDiskOf(v)
 		switch {
+		case isConfig && !disks[v.Name]:
+			// The Pod holds the files of config volumes with disks only.
+			continue
+		case isConfig:
+			var err error
+			if path, err = prepareConfigDisk(ctx, cfg.StateDir, v, cfgDisk, field); err != nil {
+				return nil, err
+			}
+		case v.Ephemeral != nil:
+			var err error
+			if path, err = prepareEphemeral(ctx, vmi, v, cfg.StateDir, mountDir, field); err != nil {
+				return nil, err
+			}
 		case v.ContainerDisk != nil:
 			if cfg.ImageStore == "" {
 				return nil, fmt.Errorf("%s.containerDisk: no image store configured", field)
