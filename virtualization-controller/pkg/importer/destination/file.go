@@ -180,4 +180,3 @@ func (f *File) Stored() (int64, error) {
 	}
 	return st.Blocks * 512, nil
 }
-
