@@ -117,8 +117,8 @@ func (f *File) copySparse(out *os.File, r io.Reader) (int64, error) {
 	for {
 		m, err := io.ReadFull(r, buf)
 		if m > 0 {
-			if err := f.Fits(n + int64(m)); err != nil {
-				return n, err
+			if f.Capacity > 0 && n+int64(m) > f.Capacity {
+				return n, contract.Errorf(contract.ReasonTooLarge, "the disk is larger than the destination's %d bytes (more arrived): make the disk larger", f.Capacity)
 			}
 			if f.block || !bytes.Equal(buf[:m], zeros[:m]) {
 				if _, werr := out.WriteAt(buf[:m], n); werr != nil {

@@ -54,15 +54,16 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 		return "", fmt.Errorf("the staged disk: %w", err)
 	}
 	layer := stream.NewLayer(tarOf(src, st.Size(), diskName), stream.WithCompressionLevel(gzip.NoCompression), stream.WithMediaType(types.OCILayer))
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
-	if err != nil {
-		return "", fmt.Errorf("building the image: %w", err)
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
+	// The config first: the layer's digests are known only once it is uploaded.
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
 		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: time.Unix(0, 0).UTC()},
 		RootFS: v1.RootFS{Type: "layers"},
 	})
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return "", fmt.Errorf("building the image: %w", err)
 	}
