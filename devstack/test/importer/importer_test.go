@@ -41,30 +41,24 @@ type fixture struct {
 	dir      string // served over HTTP
 	files    map[string][]byte
 	http     *httptest.Server
-	dvcr     *dvcr.DVCR
+	registry
+	raw []byte // the guest's disk as raw
+}
+
+// registry is DVCR with the files an importer needs to use it.
+type registry struct {
+	*dvcr.DVCR
 	caFile   string
 	roots    *x509.CertPool
 	pushAuth string // .dockerconfigjson files
 	pullAuth string
-	raw      []byte // the guest's disk as raw
 }
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	for _, bin := range []string{dvcr.Binary, "qemu-img"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is missing: run hack/install-deps.sh", bin)
-		}
-	}
 	ctx := context.Background()
-	f := &fixture{dir: t.TempDir(), files: map[string][]byte{}}
+	f := &fixture{importer: buildImporter(t), dir: t.TempDir(), files: map[string][]byte{}}
 	tmp := t.TempDir()
-
-	f.importer = filepath.Join(tmp, "importer")
-	build := exec.Command("go", "build", "-o", f.importer, "github.com/d8virt/virtualization-controller/cmd/importer")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the importer: %v\n%s", err, out)
-	}
 
 	img, err := guest.BuildImage(ctx)
 	if err != nil {
@@ -101,32 +95,53 @@ func setup(t *testing.T) *fixture {
 	}
 	f.http = httptest.NewServer(http.FileServer(http.Dir(f.dir)))
 	t.Cleanup(f.http.Close)
+	f.registry = startDVCR(t)
+	return f
+}
 
+// buildImporter builds cmd/importer into a temporary directory.
+func buildImporter(t testing.TB) string {
+	t.Helper()
+	for _, bin := range []string{dvcr.Binary, "qemu-img"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is missing: run hack/install-deps.sh", bin)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "importer")
+	build := exec.Command("go", "build", "-o", bin, "github.com/d8virt/virtualization-controller/cmd/importer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the importer: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startDVCR starts a local DVCR on 127.0.0.1 with a certificate of a throwaway CA.
+func startDVCR(t testing.TB) registry {
+	t.Helper()
 	cert, caPEM := testenv.ServingCert(t, []string{"dvcr.local"}, []net.IP{net.ParseIP("127.0.0.1")})
 	certPEM, keyPEM, err := dvcr.PEM(cert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dvcrDir := t.TempDir()
-	if f.dvcr, err = dvcr.Start(ctx, dvcr.Options{Dir: dvcrDir, Cert: certPEM, Key: keyPEM, Host: "127.0.0.1"}); err != nil {
+	d, err := dvcr.Start(context.Background(), dvcr.Options{Dir: t.TempDir(), Cert: certPEM, Key: keyPEM, Host: "127.0.0.1"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.dvcr.Stop)
-	f.caFile = filepath.Join(tmp, "dvcr-ca.pem")
-	f.roots = x509.NewCertPool()
-	f.roots.AppendCertsFromPEM(caPEM)
-	f.pushAuth = filepath.Join(tmp, "push.json")
-	f.pullAuth = filepath.Join(tmp, "pull.json")
+	t.Cleanup(d.Stop)
+	tmp := t.TempDir()
+	r := registry{DVCR: d, caFile: filepath.Join(tmp, "dvcr-ca.pem"), roots: x509.NewCertPool(),
+		pushAuth: filepath.Join(tmp, "push.json"), pullAuth: filepath.Join(tmp, "pull.json")}
+	r.roots.AppendCertsFromPEM(caPEM)
 	for path, data := range map[string][]byte{
-		f.caFile:   caPEM,
-		f.pushAuth: f.dvcr.Pusher.DockerConfigJSON(f.dvcr.PushAddr),
-		f.pullAuth: f.dvcr.Puller.DockerConfigJSON(f.dvcr.PullAddr),
+		r.caFile:   caPEM,
+		r.pushAuth: d.Pusher.DockerConfigJSON(d.PushAddr),
+		r.pullAuth: d.Puller.DockerConfigJSON(d.PullAddr),
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return f
+	return r
 }
 
 func gz(b []byte) []byte {
@@ -145,10 +160,15 @@ func sha(b []byte) string {
 // run runs the importer and returns its result and exit code.
 func (f *fixture) run(t *testing.T, args ...string) (contract.Result, int) {
 	t.Helper()
+	return runImporter(t, f.importer, args...)
+}
+
+func runImporter(t testing.TB, importer string, args ...string) (contract.Result, int) {
+	t.Helper()
 	term := filepath.Join(t.TempDir(), "termination-log")
 	args = append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagMetricsAddress, "127.0.0.1:0",
 		"--"+contract.FlagScratchDir, t.TempDir(), "--"+contract.FlagRetries, "2")
-	cmd := exec.Command(f.importer, args...)
+	cmd := exec.Command(importer, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -174,9 +194,9 @@ func (f *fixture) run(t *testing.T, args ...string) (contract.Result, int) {
 func (f *fixture) url(file string) string { return f.http.URL + "/" + file }
 
 // pull reads the files of a DVCR image through the pull instance with the puller's credentials.
-func (f *fixture) pull(t *testing.T, repo string, auth authn.Authenticator) (map[string][]byte, error) {
+func (f *registry) pull(t testing.TB, repo string, auth authn.Authenticator) (map[string][]byte, error) {
 	t.Helper()
-	ref, err := name.ParseReference(f.dvcr.PullAddr + "/" + repo)
+	ref, err := name.ParseReference(f.PullAddr + "/" + repo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,16 +232,16 @@ func (f *fixture) pull(t *testing.T, repo string, auth authn.Authenticator) (map
 	return files, nil
 }
 
-func (f *fixture) transport() http.RoundTripper {
+func (f *registry) transport() http.RoundTripper {
 	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: f.roots}}
 }
 
-func (f *fixture) puller() authn.Authenticator {
-	return &authn.Basic{Username: f.dvcr.Puller.Username, Password: f.dvcr.Puller.Password}
+func (f *registry) puller() authn.Authenticator {
+	return &authn.Basic{Username: f.Puller.Username, Password: f.Puller.Password}
 }
 
-func (f *fixture) toDVCR(repo string) []string {
-	return []string{"--" + contract.FlagDestinationImage, f.dvcr.PushAddr + "/" + repo,
+func (f *registry) toDVCR(repo string) []string {
+	return []string{"--" + contract.FlagDestinationImage, f.PushAddr + "/" + repo,
 		"--" + contract.FlagDestinationCABundle, f.caFile, "--" + contract.FlagDestinationAuthFile, f.pushAuth}
 }
 
@@ -298,7 +318,7 @@ func testToDVCR(t *testing.T, f *fixture) {
 	}
 	t.Run("from DVCR into a file", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "disk.img")
-		res, code := f.run(t, "--"+contract.FlagSourceImage, f.dvcr.PullAddr+"/cvi/guest-qcow2:latest", "--"+contract.FlagSourceCABundle, f.caFile,
+		res, code := f.run(t, "--"+contract.FlagSourceImage, f.PullAddr+"/cvi/guest-qcow2:latest", "--"+contract.FlagSourceCABundle, f.caFile,
 			"--"+contract.FlagSourceAuthFile, f.pullAuth, "--"+contract.FlagDestinationFile, out)
 		if code != 0 {
 			t.Fatalf("exit %d: %+v", code, res)
@@ -388,8 +408,8 @@ func testFailures(t *testing.T, f *fixture) {
 func testAccess(t *testing.T, f *fixture) {
 	t.Run("the puller cannot push", func(t *testing.T) {
 		auth := filepath.Join(t.TempDir(), "auth.json")
-		os.WriteFile(auth, f.dvcr.Puller.DockerConfigJSON(f.dvcr.PullAddr), 0o600)
-		res, code := f.run(t, "--"+contract.FlagSourceURL, f.url("disk.qcow2"), "--"+contract.FlagDestinationImage, f.dvcr.PullAddr+"/cvi/by-puller:latest",
+		os.WriteFile(auth, f.Puller.DockerConfigJSON(f.PullAddr), 0o600)
+		res, code := f.run(t, "--"+contract.FlagSourceURL, f.url("disk.qcow2"), "--"+contract.FlagDestinationImage, f.PullAddr+"/cvi/by-puller:latest",
 			"--"+contract.FlagDestinationCABundle, f.caFile, "--"+contract.FlagDestinationAuthFile, auth)
 		if res.Reason != contract.ReasonDestinationFailed || code != contract.ExitCode(contract.ReasonDestinationFailed) {
 			t.Fatalf("exit %d, %+v", code, res)
@@ -401,17 +421,17 @@ func testAccess(t *testing.T, f *fixture) {
 		}
 	})
 	t.Run("the pusher's password does not pull", func(t *testing.T) {
-		if _, err := f.pull(t, "cvi/guest-qcow2:latest", &authn.Basic{Username: f.dvcr.Puller.Username, Password: f.dvcr.Pusher.Password}); err == nil {
+		if _, err := f.pull(t, "cvi/guest-qcow2:latest", &authn.Basic{Username: f.Puller.Username, Password: f.Pusher.Password}); err == nil {
 			t.Fatal("pulled with a wrong password")
 		}
 	})
 	t.Run("the pusher cannot pull at the pull address", func(t *testing.T) {
-		if _, err := f.pull(t, "cvi/guest-qcow2:latest", &authn.Basic{Username: f.dvcr.Pusher.Username, Password: f.dvcr.Pusher.Password}); err == nil {
+		if _, err := f.pull(t, "cvi/guest-qcow2:latest", &authn.Basic{Username: f.Pusher.Username, Password: f.Pusher.Password}); err == nil {
 			t.Fatal("the pusher pulled at the pull address")
 		}
 	})
 	t.Run("DVCR serves metrics", func(t *testing.T) {
-		resp, err := http.Get("http://" + f.dvcr.MetricsAddr + "/metrics")
+		resp, err := http.Get("http://" + f.MetricsAddr + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -140,6 +140,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, err
 		QemuImg:    convert.QemuImg{Path: qemuImg},
 		Progress:   progress.New(time.Now),
 		Log:        log,
+		Now:        time.Now,
 	}
 	if im.Source, err = newSource(o, backoff, log); err != nil {
 		return contract.Result{}, err

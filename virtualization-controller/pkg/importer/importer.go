@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
@@ -39,6 +40,7 @@ type Import struct {
 	QemuImg    convert.QemuImg
 	Progress   *progress.Progress
 	Log        *slog.Logger
+	Now        func() time.Time
 }
 
 // plan is what an import does with a disk of one format for one kind of destination.
@@ -178,19 +180,21 @@ func (im *Import) abortFile() {
 // staged writes the disk into the scratch directory, verifies it, converts it if the plan says,
 // and stores it.
 func (im *Import) staged(ctx context.Context, disk, whole io.Reader, format string, p plan, res *contract.Result) error {
+	start := im.Now()
 	dir, err := os.MkdirTemp(im.ScratchDir, "import-")
 	if err != nil {
 		return fmt.Errorf("scratch space: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	staged := dir + "/source." + format
-	n, err := stage(staged, disk)
+	n, err := destination.Stage(staged, disk)
 	if err != nil {
 		return err
 	}
 	if err := im.finish(whole); err != nil {
 		return err
 	}
+	im.Log.Info("staged", "bytes", n, "seconds", im.since(start))
 	virtual := n
 	if format == contract.FormatRaw || format == contract.FormatISO {
 		if err := detect.CheckRawSize(n); err != nil {
@@ -218,15 +222,21 @@ func (im *Import) staged(ctx context.Context, disk, whole io.Reader, format stri
 		if err := im.QemuImg.Convert(ctx, staged, format, stored, p.convertTo, false); err != nil {
 			return contract.Errorf(contract.ReasonNotDiskImage, "%w", err)
 		}
+		im.Log.Info("converted", "to", p.convertTo, "seconds", im.since(start))
 	}
 	st, err := os.Stat(stored)
 	if err != nil {
 		return fmt.Errorf("the converted disk: %w", err)
 	}
 	res.StoredSize = st.Size()
-	res.Digest, err = im.Registry.Push(ctx, stored, p.diskName)
-	return err
+	if res.Digest, err = im.Registry.Push(ctx, stored, p.diskName); err != nil {
+		return err
+	}
+	im.Log.Info("pushed", "image", im.Registry.Image, "digest", res.Digest, "bytes", res.StoredSize, "seconds", im.since(start))
+	return nil
 }
+
+func (im *Import) since(t time.Time) float64 { return im.Now().Sub(t).Seconds() }
 
 func (im *Import) convertToFile(ctx context.Context, staged, format string, virtual int64, res *contract.Result) (err error) {
 	if err := im.File.Fits(virtual); err != nil {
@@ -245,25 +255,4 @@ func (im *Import) convertToFile(ctx context.Context, staged, format string, virt
 	}
 	res.StoredSize, err = im.File.Stored()
 	return err
-}
-
-func stage(path string, r io.Reader) (int64, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return 0, fmt.Errorf("scratch space: %w", err)
-	}
-	n, err := io.Copy(f, r)
-	if err == nil {
-		err = f.Close()
-	} else {
-		f.Close()
-	}
-	if err != nil {
-		var reasoned *contract.Error
-		if errors.As(err, &reasoned) {
-			return n, err
-		}
-		return n, contract.Errorf(contract.ReasonDestinationFailed, "staging the disk in the scratch space: %w", err)
-	}
-	return n, nil
 }

@@ -92,7 +92,7 @@ func (f *File) WriteRaw(r io.Reader) (int64, error) {
 	if err != nil {
 		return 0, contract.Errorf(contract.ReasonDestinationFailed, "destination: %w", err)
 	}
-	n, werr := f.copySparse(out, r)
+	n, werr := copySparse(out, r, !f.block, f.Capacity)
 	if werr == nil && !f.block {
 		if err := out.Truncate(n); err != nil { // trailing holes
 			werr = contract.Errorf(contract.ReasonDestinationFailed, "destination: %w", err)
@@ -111,16 +111,18 @@ func (f *File) WriteRaw(r io.Reader) (int64, error) {
 
 var zeros = make([]byte, chunk)
 
-func (f *File) copySparse(out *os.File, r io.Reader) (int64, error) {
+// copySparse copies r to out from offset 0; with skipZeros an all-zero chunk is left a hole.
+// More than capacity bytes (when not 0) fail with ReasonTooLarge.
+func copySparse(out *os.File, r io.Reader, skipZeros bool, capacity int64) (int64, error) {
 	buf := make([]byte, chunk)
 	var n int64
 	for {
 		m, err := io.ReadFull(r, buf)
 		if m > 0 {
-			if f.Capacity > 0 && n+int64(m) > f.Capacity {
-				return n, contract.Errorf(contract.ReasonTooLarge, "the disk is larger than the destination's %d bytes (more arrived): make the disk larger", f.Capacity)
+			if capacity > 0 && n+int64(m) > capacity {
+				return n, contract.Errorf(contract.ReasonTooLarge, "the disk is larger than the destination's %d bytes (more arrived): make the disk larger", capacity)
 			}
-			if f.block || !bytes.Equal(buf[:m], zeros[:m]) {
+			if !skipZeros || !bytes.Equal(buf[:m], zeros[:m]) {
 				if _, werr := out.WriteAt(buf[:m], n); werr != nil {
 					return n, contract.Errorf(contract.ReasonDestinationFailed, "destination: %w", werr)
 				}
@@ -135,6 +137,27 @@ func (f *File) copySparse(out *os.File, r io.Reader) (int64, error) {
 			return n, err
 		}
 	}
+}
+
+// Stage writes r into a new sparse file at path (zero chunks left holes, which qemu-img skips),
+// for images that qemu-img reads or that are pushed to DVCR.
+func Stage(path string, r io.Reader) (int64, error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return 0, fmt.Errorf("scratch space: %w", err)
+	}
+	n, err := copySparse(out, r, true, 0)
+	if err == nil {
+		err = out.Truncate(n)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	var reasoned *contract.Error
+	if err != nil && !errors.As(err, &reasoned) {
+		err = contract.Errorf(contract.ReasonDestinationFailed, "staging the disk in the scratch space: %w", err)
+	}
+	return n, err
 }
 
 // Commit puts a written file in place.

@@ -2,7 +2,6 @@ package destination
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/stream"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
@@ -37,23 +35,18 @@ const diskOwner = 107
 // Push uploads file as the image's one layer, holding disk/<diskName>, then tags it: the tag
 // exists only once everything is uploaded. It returns the manifest digest.
 //
-// The layer is gzip without compression: disks are mostly incompressible or already sparse
-// (qcow2), and deflate would cost more time than the import itself (docs/importer.md).
+// The layer is an uncompressed tar: disks are mostly incompressible or already sparse (qcow2),
+// and gzip (even gzip's stored blocks through go-containerregistry's streaming layer, which
+// hashes twice) cost several times the import itself (docs/importer.md).
 func (g *Registry) Push(ctx context.Context, file, diskName string) (string, error) {
 	ref, err := name.ParseReference(g.Image)
 	if err != nil {
 		return "", contract.Errorf(contract.ReasonInvalidArguments, "destination image %q: %w", g.Image, err)
 	}
-	src, err := os.Open(file)
+	layer, err := newDiskLayer(file, diskName)
 	if err != nil {
-		return "", fmt.Errorf("the staged disk: %w", err)
+		return "", err
 	}
-	defer src.Close()
-	st, err := src.Stat()
-	if err != nil {
-		return "", fmt.Errorf("the staged disk: %w", err)
-	}
-	layer := stream.NewLayer(tarOf(src, st.Size(), diskName), stream.WithCompressionLevel(gzip.NoCompression), stream.WithMediaType(types.OCILayer))
 	// The config first: the layer's digests are known only once it is uploaded.
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
@@ -78,23 +71,61 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	return d.String(), nil
 }
 
-// tarOf streams a tar of disk/ and disk/<name> with size bytes of src.
-func tarOf(src io.Reader, size int64, diskName string) io.ReadCloser {
+// diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest
+// takes one pass over the file.
+type diskLayer struct {
+	file, name string
+	size       int64 // of the file
+	digest     v1.Hash
+	tarSize    int64
+}
+
+func newDiskLayer(file, name string) (*diskLayer, error) {
+	l := &diskLayer{file: file, name: name}
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("the staged disk: %w", err)
+	}
+	l.size = st.Size()
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if l.digest, l.tarSize, err = v1.SHA256(rc); err != nil {
+		return nil, fmt.Errorf("hashing the layer: %w", err)
+	}
+	return l, nil
+}
+
+func (l *diskLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *diskLayer) DiffID() (v1.Hash, error)            { return l.digest, nil }
+func (l *diskLayer) Size() (int64, error)                { return l.tarSize, nil }
+func (l *diskLayer) MediaType() (types.MediaType, error) { return types.OCIUncompressedLayer, nil }
+func (l *diskLayer) Compressed() (io.ReadCloser, error)  { return l.Uncompressed() }
+
+// Uncompressed streams the tar.
+func (l *diskLayer) Uncompressed() (io.ReadCloser, error) {
+	src, err := os.Open(l.file)
+	if err != nil {
+		return nil, fmt.Errorf("the staged disk: %w", err)
+	}
 	pr, pw := io.Pipe()
 	go func() {
+		defer src.Close()
 		tw := tar.NewWriter(pw)
 		epoch := time.Unix(0, 0)
 		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: contract.DiskDir, Mode: 0o555, Uid: diskOwner, Gid: diskOwner, ModTime: epoch})
 		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, diskName), Size: size, Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch})
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, l.name), Size: l.size, Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch})
 		}
 		if err == nil {
-			_, err = io.CopyN(tw, src, size)
+			_, err = io.CopyN(tw, src, l.size)
 		}
 		if err == nil {
 			err = tw.Close()
 		}
 		pw.CloseWithError(err)
 	}()
-	return pr
+	return pr, nil
 }
