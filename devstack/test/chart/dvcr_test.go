@@ -62,7 +62,7 @@ func TestDVCR(t *testing.T) {
 			config := into[corev1.ConfigMap](t, find(t, objs, "ConfigMap", "dvcr-config"))
 			for _, inst := range []struct {
 				container, config, user string
-				readonly              bool
+				readonly                bool
 			}{{"registry", "push.yaml", "dvcr-pusher", false}, {"registry-pull", "pull.yaml", "dvcr-puller", true}} {
 				c := container(t, spec, inst.container)
 				if c.Image != tc.image || !slices.Equal(c.Command, []string{"docker-registry", "serve", "/etc/dvcr/config/" + inst.config}) {
