@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"slices"
@@ -10,8 +11,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/d8virt/devstack/testenv"
 )
 
 // DVCR: one pod with a push and a read-only pull instance of the registry, each taking only its
@@ -144,5 +148,50 @@ func checkCredentials(t *testing.T, s *corev1.Secret, user, host string) {
 	name, hash, _ := strings.Cut(strings.TrimSpace(string(s.Data["htpasswd"])), ":")
 	if name != user || bcrypt.CompareHashAndPassword([]byte(hash), []byte(a.Password)) != nil {
 		t.Errorf("%s: htpasswd %q does not accept the password of .dockerconfigjson", s.Name, s.Data["htpasswd"])
+	}
+}
+
+// DVCR's credentials stay as they are across upgrades: the render reads the Secrets back.
+func TestDVCRCredentialsKeptAcrossUpgrades(t *testing.T) {
+	env := testenv.Get(t)
+	installCRDs(t, env)
+	ns := env.Namespace(t)
+	ctx := testenv.Context(t)
+	renderSecrets := func() map[string]*corev1.Secret {
+		t.Helper()
+		out, err := helm(t, "install", release, chartDir(t), "--namespace", ns, "--dry-run=server", "--kubeconfig", env.Kubeconfig)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=server: %v\n%s", err, out)
+		}
+		secrets := map[string]*corev1.Secret{}
+		for _, o := range decode(t, manifestOf(out)) {
+			if o.GetKind() == "Secret" {
+				secrets[o.GetName()] = into[corev1.Secret](t, o)
+			}
+		}
+		return secrets
+	}
+	first := renderSecrets()
+	second := renderSecrets()
+	if bytes.Equal(first["dvcr-pusher"].Data[".dockerconfigjson"], second["dvcr-pusher"].Data[".dockerconfigjson"]) {
+		t.Fatal("two fresh installs rendered the same pusher password")
+	}
+	// As the first install left them.
+	for _, name := range []string{"dvcr-pusher", "dvcr-puller"} {
+		s := first[name]
+		s.Namespace = ns
+		s.Labels["app.kubernetes.io/managed-by"] = "Helm"
+		s.Annotations = map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": ns}
+		if _, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := renderSecrets()
+	for _, name := range []string{"dvcr-pusher", "dvcr-puller"} {
+		for _, key := range []string{".dockerconfigjson", "htpasswd"} {
+			if !bytes.Equal(again[name].Data[key], first[name].Data[key]) {
+				t.Errorf("%s %s changed on upgrade", name, key)
+			}
+		}
 	}
 }
