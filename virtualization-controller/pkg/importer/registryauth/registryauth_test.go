@@ -60,3 +60,20 @@ func TestKeychain(t *testing.T) {
 		})
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"auths":{"dvcr.example:5000":{"auth":"cHVzaGVyOnMzY3IzdA=="}}}`))
+	f.Add([]byte(`{"auths":{"https://reg.example/v1/":{"username":"u","password":"p"}}}`))
+	f.Add([]byte(`{"auths":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := Parse(b)
+		if err != nil {
+			return
+		}
+		for host := range k {
+			if strings.Contains(host, "/") {
+				t.Fatalf("key %q keeps a path", host)
+			}
+		}
+	})
+}
