@@ -2,6 +2,7 @@ package destination
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -74,19 +75,34 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 // diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest
 // takes one pass over the file.
 type diskLayer struct {
-	file, name string
-	size       int64 // of the file
-	digest     v1.Hash
-	tarSize    int64
+	file    string
+	size    int64  // of the file
+	header  []byte // the tar headers of disk/ and disk/<name>
+	digest  v1.Hash
+	tarSize int64
 }
 
+// tarTrailer is what ends a tar: two zero blocks.
+const tarBlock, tarTrailer = 512, 2 * 512
+
 func newDiskLayer(file, name string) (*diskLayer, error) {
-	l := &diskLayer{file: file, name: name}
 	st, err := os.Stat(file)
 	if err != nil {
 		return nil, fmt.Errorf("the staged disk: %w", err)
 	}
-	l.size = st.Size()
+	var h bytes.Buffer
+	tw := tar.NewWriter(&h)
+	epoch := time.Unix(0, 0)
+	for _, hdr := range []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: contract.DiskDir, Mode: 0o555, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
+		{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, name), Size: st.Size(), Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
+	} {
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("the layer's tar header: %w", err)
+		}
+	}
+	// WriteHeader has written each header block; the file's data follows in Uncompressed.
+	l := &diskLayer{file: file, size: st.Size(), header: h.Bytes()}
 	rc, err := l.Uncompressed()
 	if err != nil {
 		return nil, err
@@ -104,28 +120,16 @@ func (l *diskLayer) Size() (int64, error)                { return l.tarSize, nil
 func (l *diskLayer) MediaType() (types.MediaType, error) { return types.OCIUncompressedLayer, nil }
 func (l *diskLayer) Compressed() (io.ReadCloser, error)  { return l.Uncompressed() }
 
-// Uncompressed streams the tar.
+// Uncompressed reads the tar: the headers, the file, its padding to a block and the trailer.
 func (l *diskLayer) Uncompressed() (io.ReadCloser, error) {
 	src, err := os.Open(l.file)
 	if err != nil {
 		return nil, fmt.Errorf("the staged disk: %w", err)
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		defer src.Close()
-		tw := tar.NewWriter(pw)
-		epoch := time.Unix(0, 0)
-		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: contract.DiskDir, Mode: 0o555, Uid: diskOwner, Gid: diskOwner, ModTime: epoch})
-		if err == nil {
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, l.name), Size: l.size, Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch})
-		}
-		if err == nil {
-			_, err = io.CopyN(tw, src, l.size)
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	return pr, nil
+	pad := (tarBlock - l.size%tarBlock) % tarBlock
+	r := io.MultiReader(bytes.NewReader(l.header), io.LimitReader(src, l.size), bytes.NewReader(make([]byte, pad+tarTrailer)))
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, src}, nil
 }
