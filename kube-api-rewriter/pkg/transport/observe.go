@@ -10,32 +10,6 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 )
 
-// verbOf names the Kubernetes verb of a request, as the apiserver's audit log would.
-func verbOf(req *http.Request, ri rewrite.RequestInfo) string {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead:
-		if ri.Watch || req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
-			return "watch"
-		}
-		if ri.Kind == rewrite.PathResource && ri.Name == "" {
-			return "list"
-		}
-		return "get"
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		if ri.Kind == rewrite.PathResource && ri.Name == "" {
-			return "deletecollection"
-		}
-		return "delete"
-	}
-	return "other"
-}
-
 // resourceLabel keeps the metric's cardinality bounded by resource, never by object name.
 func resourceLabel(ri rewrite.RequestInfo) string {
 	l := resourceName(ri)

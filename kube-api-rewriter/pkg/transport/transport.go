@@ -121,8 +121,8 @@ func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool 
 // RoundTrip implements http.RoundTripper.
 func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	ri := rewrite.ParsePath(req.URL.Path)
-	verb := verbOf(req, ri)
+	ri := rewrite.ParseRequest(req.Method, req.URL)
+	verb := ri.Verb
 	resource := resourceLabel(ri)
 	var (
 		resp *http.Response
