@@ -113,6 +113,16 @@ func TestObjects(t *testing.T) {
 			"spec":{"running":true,"template":{"metadata":{"labels":{"kubevirt.io/keep":"as-is"}}}}}`},
 		{name: "friendly VM untouched", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a"}}`,
 			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a"}}`},
+		// The friendly group is passed through by the rules: a user's kubevirt.io keys on it are
+		// the user's, in both directions, whatever the order of the fields.
+		{name: "friendly VM metadata untouched", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a","labels":{"kubevirt.io/foo":"1","IK/bar":"2"},"annotations":{"kubevirt.io/x":""},"finalizers":["kubevirt.io/f"],"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"o"}]}}`,
+			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a","labels":{"kubevirt.io/foo":"1","IK/bar":"2"},"annotations":{"kubevirt.io/x":""},"finalizers":["kubevirt.io/f"],"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"o"}]}}`},
+		{name: "friendly VM, apiVersion last", component: `{"metadata":{"labels":{"kubevirt.io/foo":"1"}},"kind":"VirtualMachine","apiVersion":"virtualization.deckhouse.io/v1alpha2"}`,
+			cluster: `{"metadata":{"labels":{"kubevirt.io/foo":"1"}},"kind":"VirtualMachine","apiVersion":"virtualization.deckhouse.io/v1alpha2"}`},
+		{name: "friendly list", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachineList","items":[{"metadata":{"labels":{"kubevirt.io/foo":"1"}}},{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"IK/foo":"1"}}}]}`,
+			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachineList","items":[{"metadata":{"labels":{"kubevirt.io/foo":"1"}}},{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"IK/foo":"1"}}}]}`},
+		{name: "friendly object inside a v1 List", component: `{"kind":"List","apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"kubevirt.io":"virt-launcher"}}},{"metadata":{"labels":{"kubevirt.io/u":"x"}},"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualDisk"}]}`,
+			cluster: `{"kind":"List","apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"IK":"virt-launcher"}}},{"metadata":{"labels":{"kubevirt.io/u":"x"}},"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualDisk"}]}`},
 		{name: "sorted keys", component: `{"apiVersion":"snapshot.kubevirt.io/v1beta1","kind":"VirtualMachineSnapshot","metadata":{}}`,
 			cluster: `{"apiVersion":"snapshot.IG/v1beta1","kind":"InternalVirtualizationVirtualMachineSnapshot","metadata":{}}`},
 		{name: "nulls stay null", component: `{"kind":"VirtualMachineInstance","apiVersion":"kubevirt.io/v1","metadata":{"labels":null,"annotations":null,"finalizers":null,"ownerReferences":null,"managedFields":null}}`,

@@ -18,6 +18,9 @@ func (r *Rules) Kinds() []*KindRule { return append([]*KindRule(nil), r.ix().kin
 // IsOriginalGroup reports whether g is a listed original group (e.g. kubevirt.io).
 func (r *Rules) IsOriginalGroup(g string) bool { _, ok := r.ix().dir[Rename].groups[g]; return ok }
 
+// IsPassthroughGroup reports whether objects of group g are never touched (PassthroughGroups).
+func (r *Rules) IsPassthroughGroup(g string) bool { return r.ix().passthrough[g] }
+
 // IsRenamedGroup reports whether g is a renamed group (e.g. internal.virtualization.deckhouse.io).
 func (r *Rules) IsRenamedGroup(g string) bool { _, ok := r.ix().dir[Restore].groups[g]; return ok }
 

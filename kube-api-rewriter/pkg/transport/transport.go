@@ -104,6 +104,9 @@ func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool 
 	if req.Header.Get("Upgrade") != "" {
 		return false
 	}
+	if ri.Kind != rewrite.PathOther && t.o.Rewriter.Rules().IsPassthroughGroup(ri.Group) {
+		return false // the rules say: never touched
+	}
 	switch ri.Kind {
 	case rewrite.PathLegacyRoot, rewrite.PathRoot, rewrite.PathGroup, rewrite.PathGroupVersion:
 		return true

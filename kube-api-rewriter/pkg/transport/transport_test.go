@@ -331,6 +331,16 @@ func TestPassthrough(t *testing.T) {
 			respCT: "application/json", respRaw: `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"kubevirt.io/x":"1"}}}`},
 		{name: "cdi", method: "GET", target: "/apis/cdi.kubevirt.io/v1beta1/namespaces/ns/datavolumes?labelSelector=kubevirt.io%2Fx",
 			header: map[string]string{"Accept": "application/vnd.kubernetes.protobuf"}, respCT: "application/vnd.kubernetes.protobuf", respRaw: protoBody},
+		// The rules pass the module's own friendly API through: a user's kubevirt.io keys on it are
+		// the user's, and protobuf and gzip stay as the client asked.
+		{name: "friendly group create", method: "POST", target: "/apis/virtualization.deckhouse.io/v1alpha2/namespaces/ns/virtualmachines?labelSelector=kubevirt.io%2Ffoo",
+			header: map[string]string{"Content-Type": "application/json", "Accept": "application/vnd.kubernetes.protobuf", "Accept-Encoding": "gzip"},
+			body:   `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"kubevirt.io/foo":"1"}}}`,
+			respCT: "application/json", respRaw: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"kubevirt.io/foo":"1","preserved-original-kubevirt.io/x":""}}}`},
+		{name: "friendly group list", method: "GET", target: "/apis/virtualization.deckhouse.io/v1alpha2/virtualmachines",
+			respCT: "application/json", respRaw: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachineList","items":[{"metadata":{"labels":{"kubevirt.io/foo":"1"}}}]}`},
+		{name: "friendly subresources", method: "GET", target: "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/ns/virtualmachines/vm/console",
+			respCT: "application/json", respRaw: `{"kind":"Status","message":"kubevirt.io"}`},
 		{name: "healthz", method: "GET", target: "/healthz", respCT: "text/plain", respRaw: "ok"},
 		{name: "openapi", method: "GET", target: "/openapi/v2", header: map[string]string{"Accept": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"},
 			respCT: "application/com.github.proto-openapi.spec.v3@v1.0+protobuf", respRaw: protoBody},
