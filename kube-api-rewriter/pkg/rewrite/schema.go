@@ -130,9 +130,14 @@ func buildSchemas() *schemas {
 	statusDetails := &node{kind: kObject, pGroup: "group", fields: map[string]*node{
 		"group":  str(rGroup),
 		"kind":   str(rKindOrRes),
-		"causes": arr(obj(map[string]*node{"message": str(rMessage)})),
+		// name: an object name, or a CRD's (plural.group); field: a path that may hold a key
+		// (.metadata.labels.kubevirt.io/x, a server-side apply conflict).
+		"name": str(rMessage),
+		"causes": arr(obj(map[string]*node{
+			"message": str(rMessage), "field": str(rMessage), "reason": str(rMessage),
+		})),
 	}}
-	status := map[string]*node{"message": str(rMessage), "details": statusDetails}
+	status := map[string]*node{"message": str(rMessage), "reason": str(rMessage), "details": statusDetails}
 
 	// discovery
 	groupVersion := obj(map[string]*node{"groupVersion": str(rAPIVersion)})
