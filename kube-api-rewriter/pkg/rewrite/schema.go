@@ -33,7 +33,10 @@ func buildSchemas() *schemas {
 		}}
 	}
 	ownerRef := typeRef("apiVersion")
-	managedField := obj(map[string]*node{"apiVersion": str(rAPIVersion)})
+	managedField := obj(map[string]*node{
+		"apiVersion": str(rAPIVersion),
+		"fieldsV1":   {kind: kCustom, custom: (*walker).fieldsSet},
+	})
 	metadata := obj(map[string]*node{
 		"labels":          labels,
 		"annotations":     annotations,
