@@ -131,8 +131,8 @@ func buildSchemas() *schemas {
 	}}
 	top := &node{kind: kTop}
 	statusDetails := &node{kind: kObject, pGroup: "group", fields: map[string]*node{
-		"group":  str(rGroup),
-		"kind":   str(rKindOrRes),
+		"group": str(rGroup),
+		"kind":  str(rKindOrRes),
 		// name: an object name, or a CRD's (plural.group); field: a path that may hold a key
 		// (.metadata.labels.kubevirt.io/x, a server-side apply conflict).
 		"name": str(rMessage),
