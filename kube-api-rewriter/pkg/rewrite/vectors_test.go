@@ -521,3 +521,54 @@ func TestDiff(t *testing.T) {
 		t.Errorf("diff:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestJSONPatchOwnerReferenceField: a patch of one field of an owner reference is completed from
+// the object as the cluster holds it, with a test of the sibling it was completed from.
+func TestJSONPatchOwnerReferenceField(t *testing.T) {
+	current := r(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[
+		{"apiVersion":"IG/v1","kind":"InternalVirtualizationVirtualMachineInstance","name":"vmi","uid":"1"},
+		{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","name":"front","uid":"2"}]}}`)
+	podT := Target{"", "Pod"}
+	for _, tc := range []struct{ name, patch, want string }{
+		{"kind alone, renamed owner", `[{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachine"}]`,
+			`[{"op":"test","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"},{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachine"}]`},
+		{"kind alone, friendly owner", `[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualDisk"}]`,
+			`[{"op":"test","path":"/metadata/ownerReferences/1/apiVersion","value":"virtualization.deckhouse.io/v1alpha2"},{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualDisk"}]`},
+		{"apiVersion alone, to kubevirt.io", `[{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"kubevirt.io/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"IG/v1"},{"op":"test","path":"/metadata/ownerReferences/1/kind","value":"VirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"InternalVirtualizationVirtualMachine"}]`},
+		{"apiVersion alone, away from kubevirt.io", `[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"example.com/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"example.com/v1"},{"op":"test","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachineInstance"},{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachineInstance"}]`},
+		{"apiVersion alone, same kind", `[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"kubevirt.io/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"}]`},
+		{"both, in separate ops", `[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"kubevirt.io/v1"},{"op":"remove","path":"/metadata/labels/kubevirt.io"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"InternalVirtualizationVirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"IG/v1"},{"op":"remove","path":"/metadata/labels/IK"}]`},
+		{"an owner the object does not have", `[{"op":"add","path":"/metadata/ownerReferences/5/kind","value":"VirtualMachine"}]`,
+			`[{"op":"add","path":"/metadata/ownerReferences/5/kind","value":"VirtualMachine"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !rw.JSONPatchNeedsObject([]byte(tc.patch)) && !strings.Contains(tc.name, "both") {
+				t.Errorf("JSONPatchNeedsObject false")
+			}
+			got, err := rw.JSONPatchWithObject([]byte(tc.patch), []byte(current), podT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, got, []byte(r(tc.want))) {
+				t.Errorf("\n got %s\nwant %s", got, r(tc.want))
+			}
+		})
+	}
+	if rw.JSONPatchNeedsObject([]byte(`[{"op":"replace","path":"/metadata/ownerReferences/0","value":{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine"}}]`)) {
+		t.Error("a whole owner reference needs no object")
+	}
+}
+
+// TestJSONPatchOwnerReferenceFieldsTogether: both fields set in one patch need no object.
+func TestJSONPatchOwnerReferenceFieldsTogether(t *testing.T) {
+	patch := `[{"op":"add","path":"/metadata/ownerReferences/0/apiVersion","value":"kubevirt.io/v1"},{"op":"add","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachineInstance"}]`
+	want := r(`[{"op":"add","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"},{"op":"add","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachineInstance"}]`)
+	got, err := rw.Patch(Rename, ContentTypeJSONPatch, []byte(patch), Target{"", "Pod"})
+	if err != nil || !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got %s (%v)\nwant %s", got, err, want)
+	}
+}

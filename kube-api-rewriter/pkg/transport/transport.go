@@ -207,6 +207,13 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	switch {
 	case len(body) == 0:
 		renamed = body
+	case req.Method == http.MethodPatch && mediaType(ct) == rewrite.ContentTypeJSONPatch && t.o.Rewriter.JSONPatchNeedsObject(body):
+		// An owner reference's kind or apiVersion alone: its sibling is in the stored object.
+		payload = "patch"
+		var current []byte
+		if current, err = t.current(out); err == nil {
+			renamed, err = t.o.Rewriter.JSONPatchWithObject(body, current, target)
+		}
 	case req.Method == http.MethodPatch:
 		payload = "patch"
 		renamed, err = t.o.Rewriter.Patch(rewrite.Rename, ct, body, target)
@@ -242,6 +249,37 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	out.ContentLength = int64(len(renamed))
 	out.Header.Set("Content-Length", strconv.Itoa(len(renamed)))
 	return nil
+}
+
+// current reads the object a (renamed) request is about, as the cluster holds it. An object
+// that cannot be read is nil: the request goes on and the apiserver answers it.
+func (t *RoundTripper) current(out *http.Request) ([]byte, error) {
+	get, err := http.NewRequestWithContext(out.Context(), http.MethodGet, out.URL.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	get.URL.RawQuery = ""
+	for k, v := range out.Header {
+		switch k {
+		case "Content-Type", "Content-Length", "Accept", "Accept-Encoding":
+		default:
+			get.Header[k] = v
+		}
+	}
+	get.Header.Set("Accept", "application/json")
+	resp, err := t.next.RoundTrip(get)
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !isJSON(resp.Header.Get("Content-Type")) {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4*inMemoryLimit))
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	return b, nil
 }
 
 // restoreDocument restores a response document and returns its body and restored length, or -1.
