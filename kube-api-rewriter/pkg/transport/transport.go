@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/d8virt/kube-api-rewriter/pkg/metrics"
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 )
@@ -219,6 +221,13 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 		renamed, err = t.o.Rewriter.Patch(rewrite.Rename, ct, body, target)
 	case isJSON(ct) || ct == "":
 		renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+	case mediaType(ct) == yamlContentType:
+		// The apiserver accepts YAML objects (kubectl create --raw sends them); JSON is what the
+		// engine reads, and the apiserver accepts it as well.
+		if body, err = yaml.YAMLToJSON(body); err == nil {
+			renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+			ct = "application/json"
+		}
 	case mediaType(ct) == protobufContentType:
 		if body, err = protobufToJSON(body); err == nil {
 			renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
@@ -464,6 +473,8 @@ func (b *restoredBody) Close() error {
 	b.PipeReader.Close()
 	return b.upstream.Close()
 }
+
+const yamlContentType = "application/yaml"
 
 // jsonAccept keeps the JSON media types of an Accept header (Table and aggregated discovery
 // included) and drops protobuf, which the rewriter cannot read.
