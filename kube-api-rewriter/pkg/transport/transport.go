@@ -102,10 +102,10 @@ var streamingSubresources = map[string]bool{
 	"exec": true, "attach": true, "portforward": true, "log": true, "proxy": true,
 }
 
-func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool {
-	if req.Header.Get("Upgrade") != "" {
-		return false
-	}
+// rewrites reports whether the rewriter renames requests to the path of ri and restores their
+// answers. Upgrades to such paths (a watch over WebSocket) are refused: their frames would reach
+// the component unrestored.
+func (t *RoundTripper) rewrites(ri rewrite.RequestInfo) bool {
 	if ri.Kind != rewrite.PathOther && t.o.Rewriter.Rules().IsPassthroughGroup(ri.Group) {
 		return false // the rules say: never touched
 	}
@@ -135,7 +135,11 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	if strings.HasPrefix(req.URL.Path, "/openapi/v3") && req.Method == http.MethodGet {
 		resp, err = t.openAPIRoundTrip(req)
-	} else if t.rewrites(req, ri) {
+	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" {
+		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
+			"kube-api-rewriter: %s of %s over %s is not rewritten, so it is refused; %s over plain HTTP instead (without an Upgrade header)",
+			verb, resource, req.Header.Get("Upgrade"), verb))
+	} else if t.rewrites(ri) {
 		resp, err = t.rewriteRoundTrip(req, ri, verb == "watch")
 	} else {
 		resp, err = t.next.RoundTrip(req)

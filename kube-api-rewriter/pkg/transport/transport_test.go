@@ -191,6 +191,11 @@ func TestRequestRefused(t *testing.T) {
 		{"json patch not an array", "PATCH", vmPath + "/vm", "application/json-patch+json", `{"op":"add"}`, http.StatusBadRequest, "BadRequest"},
 		{"malformed merge patch", "PATCH", vmPath + "/vm", "application/merge-patch+json", `{"metadata":`, http.StatusBadRequest, "BadRequest"},
 		{"malformed yaml apply", "PATCH", vmPath + "/vm", "application/apply-patch+yaml", "kind: [unclosed\n  - x: y: z", http.StatusBadRequest, "BadRequest"},
+		// A watch over WebSocket would hand the component frames it cannot restore: refused, never
+		// passed through unrenamed.
+		{"websocket watch", "GET", vmPath + "?watch=true", "", "", http.StatusBadRequest, "BadRequest"},
+		{"websocket watch of pods", "GET", "/api/v1/watch/namespaces/ns/pods", "", "", http.StatusBadRequest, "BadRequest"},
+		{"upgrade on a renamed object", "GET", vmPath + "/vm", "", "", http.StatusBadRequest, "BadRequest"},
 		{"unbalanced label selector", "GET", vmPath + "?labelSelector=" + url.QueryEscape("kubevirt.io/x in (a"), "", "", http.StatusBadRequest, "BadRequest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,7 +205,12 @@ func TestRequestRefused(t *testing.T) {
 			if tc.body != "" {
 				body = []byte(tc.body)
 			}
-			resp, err := rt.RoundTrip(newRequest(t, tc.method, tc.target, tc.ct, body))
+			req := newRequest(t, tc.method, tc.target, tc.ct, body)
+			if strings.HasPrefix(tc.name, "websocket") || strings.HasPrefix(tc.name, "upgrade") {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+			}
+			resp, err := rt.RoundTrip(req)
 			if err != nil {
 				t.Fatalf("RoundTrip: %v", err)
 			}
@@ -333,8 +343,10 @@ func TestPassthrough(t *testing.T) {
 			header: map[string]string{"Accept-Encoding": "gzip"}, respCT: "text/plain", respRaw: renamedJSON},
 		{name: "portforward", method: "POST", target: "/api/v1/namespaces/ns/pods/p/portforward",
 			header: map[string]string{"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, respCT: "", respRaw: ""},
-		{name: "upgrade on a renamed path", method: "GET", target: vmPath + "/vm",
-			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, respCT: "application/json", respRaw: renamedJSON},
+		{name: "websocket exec", method: "GET", target: "/api/v1/namespaces/ns/pods/p/exec?command=sh",
+			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}, respCT: "", respRaw: ""},
+		{name: "vmi console", method: "GET", target: "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vm/console",
+			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": "plain.kubevirt.io"}, respCT: "", respRaw: ""},
 		{name: "subresources api", method: "PUT", target: "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start",
 			header: map[string]string{"Content-Type": "application/json"}, body: `{"apiVersion":"kubevirt.io/v1","kind":"StartOptions"}`,
 			respCT: "application/json", respRaw: `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"kubevirt.io/x":"1"}}}`},
