@@ -272,6 +272,15 @@ var nativeKinds = map[string]string{
 	"monitoring.coreos.com/podmonitors":                              "PodMonitor",
 }
 
+// KnownResource reports whether the component-view resource of group is one the rules rename or
+// one of the built-in resources the engine rewrites.
+func (rw *Rewriter) KnownResource(group, resource string) bool {
+	if _, ok := nativeKinds[group+"/"+resource]; ok {
+		return true
+	}
+	return rw.rules.LookupResource(Rename, group, resource) != nil
+}
+
 // TargetFor returns the kind a request body or response for ri is about, in
 // the view of direction d's input: for Rename ri is a component-view path, for
 // Restore a cluster-view path. Only the main resource and the status

@@ -128,7 +128,6 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	ri := rewrite.ParseRequest(req.Method, req.URL)
 	verb := ri.Verb
-	resource := resourceLabel(ri)
 	var (
 		resp *http.Response
 		err  error
@@ -138,13 +137,17 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" {
 		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
 			"kube-api-rewriter: %s of %s over %s is not rewritten, so it is refused; %s over plain HTTP instead (without an Upgrade header)",
-			verb, resource, req.Header.Get("Upgrade"), verb))
+			verb, req.URL.Path, req.Header.Get("Upgrade"), verb))
 	} else if t.rewrites(ri) {
 		resp, err = t.rewriteRoundTrip(req, ri, verb == "watch")
 	} else {
 		resp, err = t.next.RoundTrip(req)
 	}
-	t.observe(resource, verb, resp, err, start)
+	code := 0
+	if err == nil && resp != nil {
+		code = resp.StatusCode
+	}
+	t.observe(t.resourceLabel(ri, code), verb, resp, err, start)
 	return resp, err
 }
 
@@ -186,7 +189,7 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 	}
 	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
 	if watch && resp.StatusCode == http.StatusOK {
-		resp.Body, resp.ContentLength = t.restoreWatch(resp.Body, target, resourceLabel(ri)), -1
+		resp.Body, resp.ContentLength = t.restoreWatch(resp.Body, target, t.resourceLabel(ri, resp.StatusCode)), -1
 	} else {
 		resp.Body, resp.ContentLength = t.restoreDocument(resp.Body, target)
 	}
