@@ -132,7 +132,7 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 	)
-	if strings.HasPrefix(req.URL.Path, "/openapi/v3") && req.Method == http.MethodGet {
+	if (strings.HasPrefix(req.URL.Path, "/openapi/v3") || req.URL.Path == "/openapi/v2") && req.Method == http.MethodGet {
 		resp, err = t.openAPIRoundTrip(req)
 	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" {
 		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
@@ -557,6 +557,11 @@ func (t *RoundTripper) openAPIRoundTrip(req *http.Request) (*http.Response, erro
 	out := req.Clone(req.Context())
 	restore := rw.OpenAPIDocument
 	switch p, renamed := rw.OpenAPIPath(req.URL.Path); {
+	case req.URL.Path == "/openapi/v2":
+		restore = rw.OpenAPIV2
+		if wantsProtobuf(req.Header.Get("Accept")) {
+			restore = func(b []byte) ([]byte, error) { return openAPIV2Protobuf(rw.OpenAPIV2(b)) }
+		}
 	case req.URL.Path == "/openapi/v3":
 		restore = rw.OpenAPIRoot
 	case renamed:
@@ -583,6 +588,9 @@ func (t *RoundTripper) openAPIRoundTrip(req *http.Request) (*http.Response, erro
 		return statusResponse(req, http.StatusBadGateway, "InternalError", fmt.Sprintf("kube-api-rewriter: %v", err)), nil
 	}
 	t.rewritten("openapi", rewrite.Restore)
+	if req.URL.Path == "/openapi/v2" && wantsProtobuf(req.Header.Get("Accept")) {
+		resp.Header.Set("Content-Type", openAPIV2ProtobufType)
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(restored))
 	resp.ContentLength = int64(len(restored))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(restored)))

@@ -363,7 +363,7 @@ func TestPassthrough(t *testing.T) {
 		{name: "friendly subresources", method: "GET", target: "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/ns/virtualmachines/vm/console",
 			respCT: "application/json", respRaw: `{"kind":"Status","message":"kubevirt.io"}`},
 		{name: "healthz", method: "GET", target: "/healthz", respCT: "text/plain", respRaw: "ok"},
-		{name: "openapi", method: "GET", target: "/openapi/v2", header: map[string]string{"Accept": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"},
+		{name: "openapi v3 schema", method: "GET", target: "/openapi/v3/apis/apps/v1", header: map[string]string{"Accept": "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"},
 			respCT: "application/com.github.proto-openapi.spec.v3@v1.0+protobuf", respRaw: protoBody},
 		{name: "lease update in protobuf", method: "PUT", target: "/apis/coordination.k8s.io/v1/namespaces/ns/leases/virt-controller",
 			header: map[string]string{"Content-Type": "application/vnd.kubernetes.protobuf", "Accept": "application/vnd.kubernetes.protobuf, */*", "Accept-Encoding": "gzip"},
