@@ -19,6 +19,7 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,8 +172,13 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 		}
 	}
 	out.Header.Set("Accept", jsonAccept(req.Header.Get("Accept")))
-	// Without an Accept-Encoding of our own, the transport asks for gzip and inflates it for us.
+	// A client that takes gzip gets the apiserver's gzip as it is where nothing is restored (an
+	// answer that is not JSON); the engine inflates it itself where it restores. Without an
+	// Accept-Encoding of our own, the transport asks for gzip and inflates it for us.
 	out.Header.Del("Accept-Encoding")
+	if acceptsGzip(req.Header.Values("Accept-Encoding")) {
+		out.Header.Set("Accept-Encoding", "gzip")
+	}
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
@@ -186,6 +192,10 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 	if req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
 		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
 		return resp, nil
+	}
+	if !resp.Uncompressed && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		resp.Body, resp.ContentLength = inflate(resp.Body), -1
+		resp.Header.Del("Content-Encoding")
 	}
 	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
 	if watch && resp.StatusCode == http.StatusOK {
@@ -482,6 +492,49 @@ func (b *restoredBody) Close() error {
 }
 
 const yamlContentType = "application/yaml"
+
+// acceptsGzip reports whether Accept-Encoding values take gzip (with a q above 0).
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
+	}
+	return false
+}
+
+// inflate returns the inflated body of a gzip answer.
+func inflate(body io.ReadCloser) io.ReadCloser {
+	return &gunzipBody{upstream: body}
+}
+
+// gunzipBody inflates as it is read; the gzip header is read with the first Read.
+type gunzipBody struct {
+	upstream io.ReadCloser
+	zr       *gzip.Reader
+	err      error
+}
+
+var _ io.ReadCloser = (*gunzipBody)(nil)
+
+func (b *gunzipBody) Read(p []byte) (int, error) {
+	if b.zr == nil && b.err == nil {
+		if b.zr, b.err = gzip.NewReader(b.upstream); b.err != nil {
+			b.err = fmt.Errorf("inflate gzip answer: %w", b.err)
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.zr.Read(p)
+}
+
+func (b *gunzipBody) Close() error { return b.upstream.Close() }
 
 // jsonAccept keeps the JSON media types of an Accept header (Table and aggregated discovery
 // included) and drops protobuf, which the rewriter cannot read.
