@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -29,6 +30,16 @@ func (w *walker) fieldsObject(keyed bool) {
 		w.skip()
 		return
 	}
+	if !keyed {
+		// Most of a field set names no metadata keys (f:spec, f:status): one skip and a search
+		// of its bytes are cheaper than walking it key by key.
+		start, depth := w.pos, w.depth
+		w.skip()
+		if !hasKeyedField(w.src[start:w.pos]) {
+			return
+		}
+		w.pos, w.depth = start, depth
+	}
 	w.eachKey(func(ks, ke int, key string) {
 		w.ws()
 		if keyed {
@@ -38,6 +49,24 @@ func (w *walker) fieldsObject(keyed bool) {
 		}
 		w.fieldsObject(keyedFields[key])
 	})
+}
+
+var keyedFieldNames = func() [][]byte {
+	var names [][]byte
+	for k := range keyedFields {
+		names = append(names, []byte(`"`+k+`"`))
+	}
+	return names
+}()
+
+// hasKeyedField reports whether a field set's bytes may hold one of keyedFields.
+func hasKeyedField(b []byte) bool {
+	for _, n := range keyedFieldNames {
+		if bytes.Contains(b, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldsKey renames the metadata key in the field set key "f:KEY" or "v:\"KEY\"" at

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ func TestOpenAPIV2(t *testing.T) {
 		`"io.kubevirt.v1.VirtualMachine":{"type":"object","x-kubernetes-group-version-kind":[{"group":"kubevirt.io","kind":"VirtualMachine","version":"v1"}]}}}`)
 	for _, tc := range []struct{ name, accept, wantCT string }{
 		{"json", "application/json", "application/json"},
-		{"protobuf", openAPIV2ProtobufType + ", application/json", openAPIV2ProtobufType},
+		{"protobuf", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json", openAPIV2ProtobufType},
+		{"protobuf, new spelling", openAPIV2ProtobufType, openAPIV2ProtobufType},
+		{"protobuf less wanted", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf; q=0.5, application/json", "application/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &stub{respond: func(req *http.Request) *http.Response {
@@ -40,7 +43,10 @@ func TestOpenAPIV2(t *testing.T) {
 				t.Fatalf("status %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 			}
 			text := string(body)
-			if tc.name == "protobuf" {
+			if _, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil {
+				t.Errorf("client-go cannot parse Content-Type %q: %v", resp.Header.Get("Content-Type"), err)
+			}
+			if tc.wantCT == openAPIV2ProtobufType {
 				var d openapiv2.Document
 				if err := proto.Unmarshal(body, &d); err != nil {
 					t.Fatalf("not a protobuf OpenAPI v2 document: %v", err)

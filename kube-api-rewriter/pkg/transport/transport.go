@@ -103,6 +103,17 @@ var streamingSubresources = map[string]bool{
 	"exec": true, "attach": true, "portforward": true, "log": true, "proxy": true,
 }
 
+// answersObjects reports whether an upgrade request to a rewritten path would be answered with
+// API objects (a watch over WebSocket, or an object or list the apiserver answers without
+// upgrading) rather than be a stream of its own, such as the console of an aggregated API.
+func answersObjects(ri rewrite.RequestInfo) bool {
+	if ri.Verb == "watch" || ri.Kind != rewrite.PathResource {
+		return true
+	}
+	sub, _, _ := strings.Cut(ri.Subresource, "/")
+	return sub == "" || sub == "status" || sub == "scale"
+}
+
 // rewrites reports whether the rewriter renames requests to the path of ri and restores their
 // answers. Upgrades to such paths (a watch over WebSocket) are refused: their frames would reach
 // the component unrestored.
@@ -135,7 +146,7 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	if (strings.HasPrefix(req.URL.Path, "/openapi/v3") || req.URL.Path == "/openapi/v2") && req.Method == http.MethodGet {
 		resp, err = t.openAPIRoundTrip(req)
-	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" {
+	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" && answersObjects(ri) {
 		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
 			"kube-api-rewriter: %s of %s over %s is not rewritten, so it is refused; %s over plain HTTP instead (without an Upgrade header)",
 			verb, req.URL.Path, req.Header.Get("Upgrade"), verb))

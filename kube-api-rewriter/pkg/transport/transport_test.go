@@ -345,6 +345,8 @@ func TestPassthrough(t *testing.T) {
 			header: map[string]string{"Upgrade": "SPDY/3.1", "Connection": "Upgrade"}, respCT: "", respRaw: ""},
 		{name: "websocket exec", method: "GET", target: "/api/v1/namespaces/ns/pods/p/exec?command=sh",
 			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": "v5.channel.k8s.io"}, respCT: "", respRaw: ""},
+		{name: "console of another aggregated API", method: "GET", target: "/apis/subresources.example.com/v1/namespaces/ns/things/a/console",
+			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, respCT: "", respRaw: ""},
 		{name: "vmi console", method: "GET", target: "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/vm/console",
 			header: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Protocol": "plain.kubevirt.io"}, respCT: "", respRaw: ""},
 		{name: "subresources api", method: "PUT", target: "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start",

@@ -140,10 +140,12 @@ func TestKubectlVerbs(t *testing.T) {
 	}
 	kubectl(t, fx, "patch", "configmap", "cm", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers/0"}]`)
 
-	// An owner reference's kind patched on its own is renamed in its group (defect 5).
+	// An owner reference's kind patched on its own is renamed in its group (defect 5): stored as
+	// "VirtualMachine", a kind its group does not have, the garbage collector would take the
+	// owner for gone and delete the config map.
 	uid := string(stored(t, fx, ns, "a").GetUID())
 	kubectl(t, fx, "patch", "configmap", "cm", "-n", ns, "--type=merge", "-p",
-		`{"metadata":{"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","name":"a","uid":"`+uid+`"}]}}`)
+		`{"metadata":{"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"a","uid":"`+uid+`"}]}}`)
 	kubectl(t, fx, "patch", "configmap", "cm", "-n", ns, "--type=json", "-p", `[{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachine"}]`)
 	cm, err = fx.env.Kube.CoreV1().ConfigMaps(ns).Get(testenv.Context(t), "cm", metav1.GetOptions{})
 	if err != nil || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].Kind != "InternalVirtualizationVirtualMachine" {
@@ -243,6 +245,17 @@ func TestCurlOddSpellings(t *testing.T) {
 		if !strings.Contains(out, `"type":"ADDED"`) || !strings.Contains(out, `"apiVersion":"kubevirt.io/v1"`) || strings.Contains(out, "internal.virtualization") {
 			t.Errorf("GET %s delivered:\n%s", u, out)
 		}
+	}
+
+	// OpenAPI v2 in the component's names, as JSON and as the protobuf client-go asks for.
+	out = curl(t, "--max-time", "60", "-H", "Accept: application/json", base+"/openapi/v2")
+	if !strings.Contains(out, `"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines"`) || strings.Contains(out, "/apis/internal.virtualization.deckhouse.io/") {
+		t.Errorf("OpenAPI v2 through the rewriter lacks kubevirt.io paths or shows renamed ones (%d bytes)", len(out))
+	}
+	out = curl(t, "-i", "-o", "/dev/null", "-w", "%{http_code} %{content_type}", "--max-time", "60",
+		"-H", "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf", base+"/openapi/v2")
+	if !strings.HasSuffix(out, "200 application/com.github.proto-openapi.spec.v2.v1.0+protobuf") {
+		t.Errorf("OpenAPI v2 in protobuf: %s", out)
 	}
 
 	out = curl(t, "-i", "--max-time", "5", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket",
