@@ -14,6 +14,10 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 	sc := w.push()
 	sc.group, sc.hasGroup, sc.kind, sc.hasKind = inhGroup, hasInh, inhKind, hasInh && inhKind != ""
 	ownGroup, ownKind, checked := false, false, false
+	// A list item of a known list (not a v1 List of any kinds) is in the list's group: no need
+	// to read ahead for its apiVersion.
+	groupKnown := hasInh || w.itemOfKnownList
+	w.itemOfKnownList = false
 	start := w.pos
 	w.eachKey(func(ks, ke int, key string) {
 		w.ws()
@@ -54,7 +58,7 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			sc.kindStart, sc.kindEnd, sc.kindWait = len(w.out)-(e-s), len(w.out), true
 			return
 		default:
-			if !ownGroup && !hasInh && !checked {
+			if !ownGroup && !groupKnown && !checked {
 				// An apiVersion after other fields (an object written by hand): read it first, as
 				// an object of a passthrough group must not be touched at all.
 				checked = true
@@ -129,6 +133,10 @@ func (w *walker) listItem() {
 	if kind == sc.kind {
 		kind = ""
 	}
+	// Only a v1 List holds objects of any group. (A list whose kind comes after its items is
+	// taken as one of its group: the apiserver never answers with a v1 List, and reading every
+	// item ahead would double the work.)
+	w.itemOfKnownList = sc.hasGroup && sc.kind != "List"
 	w.top(sc.group, kind, sc.hasGroup && kind != "")
 }
 
