@@ -13,7 +13,12 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 	parent := w.scope()
 	sc := w.push()
 	sc.group, sc.hasGroup, sc.kind, sc.hasKind = inhGroup, hasInh, inhKind, hasInh && inhKind != ""
-	ownGroup, ownKind := false, false
+	ownGroup, ownKind, checked := false, false, false
+	// A list item of a known list (not a v1 List of any kinds) is in the list's group: no need
+	// to read ahead for its apiVersion.
+	groupKnown := hasInh || w.itemOfKnownList
+	w.itemOfKnownList = false
+	start := w.pos
 	w.eachKey(func(ks, ke int, key string) {
 		w.ws()
 		switch key {
@@ -24,6 +29,9 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			s, e, v := w.str()
 			g, ver := splitGV(v)
 			sc.group, sc.hasGroup, ownGroup = g, true, true
+			if w.rw.rules.IsPassthroughGroup(g) {
+				return
+			}
 			if ng, ok := w.rw.rules.Group(w.dir, g); ok {
 				w.replaceGV(s, e, ng, ver)
 			}
@@ -37,6 +45,9 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			}
 			s, e, v := w.str()
 			sc.kind, sc.hasKind, sc.schema, ownKind, sc.ownKind = v, true, nil, true, true
+			if ownGroup && w.rw.rules.IsPassthroughGroup(sc.group) {
+				return
+			}
 			if ownGroup {
 				if nk, ok := w.rw.rules.Kind(w.dir, sc.group, v); ok {
 					w.replaceString(s, e, nk)
@@ -47,6 +58,17 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 			sc.kindStart, sc.kindEnd, sc.kindWait = len(w.out)-(e-s), len(w.out), true
 			return
 		default:
+			if !ownGroup && !groupKnown && !checked {
+				// An apiVersion after other fields (an object written by hand): read it first, as
+				// an object of a passthrough group must not be touched at all.
+				checked = true
+				if g, ok := w.aheadGroup(start); ok && w.rw.rules.IsPassthroughGroup(g) {
+					sc.group, sc.hasGroup = g, true
+				}
+			}
+			if sc.hasGroup && w.rw.rules.IsPassthroughGroup(sc.group) {
+				break
+			}
 			if sc.schema == nil {
 				sc.schema = w.rw.schemaFor(sc.group, sc.kind)
 			}
@@ -71,6 +93,26 @@ func (w *walker) top(inhGroup, inhKind string, hasInh bool) {
 	}
 }
 
+// aheadGroup reads the group of the apiVersion of the object that starts at start, without
+// consuming anything.
+func (w *walker) aheadGroup(start int) (string, bool) {
+	save, saveDepth := w.pos, w.depth
+	w.pos, w.depth = start, saveDepth-1
+	g, found := "", false
+	w.eachKey(func(_, _ int, key string) {
+		w.ws()
+		if key == "apiVersion" && !found && w.peek() == '"' {
+			_, _, v := w.str()
+			g, _ = splitGV(v)
+			found = true
+			return
+		}
+		w.skip()
+	})
+	w.pos, w.depth = save, saveDepth
+	return g, found
+}
+
 func (w *walker) spliceKind(sc *scope) {
 	sc.kindWait = false
 	if nk, ok := w.rw.rules.Kind(w.dir, sc.group, sc.kind); ok {
@@ -91,6 +133,10 @@ func (w *walker) listItem() {
 	if kind == sc.kind {
 		kind = ""
 	}
+	// Only a v1 List holds objects of any group. (A list whose kind comes after its items is
+	// taken as one of its group: the apiserver never answers with a v1 List, and reading every
+	// item ahead would double the work.)
+	w.itemOfKnownList = sc.hasGroup && sc.kind != "List"
 	w.top(sc.group, kind, sc.hasGroup && kind != "")
 }
 

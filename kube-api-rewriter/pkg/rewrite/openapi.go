@@ -86,6 +86,52 @@ func (rw *Rewriter) OpenAPIDocument(body []byte) ([]byte, error) {
 	return json.Marshal(doc)
 }
 
+// OpenAPIV2 restores the /openapi/v2 document (JSON) for the component, which client-side
+// validation and older kubectl explain read: paths of renamed groups appear under their original
+// names, every x-kubernetes-group-version-kind is restored, and the paths and definitions of
+// hidden original groups present in the cluster (a stock KubeVirt) are dropped, so that no kind
+// has two schemas. Definition names stay as the cluster has them: only $refs refer to them.
+func (rw *Rewriter) OpenAPIV2(body []byte) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("openapi v2 document: %w", err)
+	}
+	if defs, ok := doc["definitions"].(map[string]any); ok {
+		for name, def := range defs {
+			if rw.hiddenGVK(def) {
+				delete(defs, name)
+			}
+		}
+	}
+	if paths, ok := doc["paths"].(map[string]any); ok {
+		restored := make(map[string]any, len(paths))
+		for p, op := range paths {
+			if ri := ParsePath(p); ri.Group != "" && rw.rules.IsOriginalGroup(ri.Group) && rw.rules.HiddenGroup(ri.Group) {
+				continue
+			}
+			np, _ := rw.Path(Restore, p)
+			restored[np] = op
+		}
+		doc["paths"] = restored
+	}
+	rw.restoreGVKs(doc)
+	return json.Marshal(doc)
+}
+
+// hiddenGVK reports whether a schema is tagged with a kind of a hidden original group.
+func (rw *Rewriter) hiddenGVK(def any) bool {
+	m, _ := def.(map[string]any)
+	gvks, _ := m["x-kubernetes-group-version-kind"].([]any)
+	for _, g := range gvks {
+		if gm, ok := g.(map[string]any); ok {
+			if group, _ := gm["group"].(string); rw.rules.IsOriginalGroup(group) && rw.rules.HiddenGroup(group) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (rw *Rewriter) restoreGVKs(v any) {
 	switch t := v.(type) {
 	case map[string]any:

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"mime"
 	"strings"
 
@@ -37,6 +38,10 @@ func (rw *Rewriter) Patch(d Direction, contentType string, body []byte, t Target
 	}
 	switch strings.ToLower(mt) {
 	case ContentTypeJSONPatch:
+		if d == Rename && bytes.Contains(body, []byte("/ownerReferences/")) {
+			// Owner reference fields set one by one are renamed together (ownerpatch.go).
+			return rw.JSONPatchWithObject(body, nil, t)
+		}
 		return rw.jsonPatch(d, body, t)
 	case ContentTypeMergePatch, ContentTypeStrategicMerge, ContentTypeApplyJSON, ContentTypeJSON:
 		return rw.Object(d, body, t)

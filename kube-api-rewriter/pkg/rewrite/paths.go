@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -33,6 +34,58 @@ type RequestInfo struct {
 	Name        string
 	Subresource string // may contain '/' (e.g. "proxy/some/path")
 	Watch       bool   // deprecated "/watch/" path segment
+	// Verb is the Kubernetes verb (get, list, watch, create, update, patch, delete,
+	// deletecollection, or other), set by ParseRequest only.
+	Verb string
+}
+
+// ParseRequest classifies a request as the apiserver's request-info parsing does: the path as
+// ParsePath, and the verb from the method, the "/watch/" path segment and the watch parameter.
+// It is the one place that decides what is a watch.
+func ParseRequest(method string, u *url.URL) RequestInfo {
+	ri := ParsePath(u.Path)
+	ri.Verb = verbOf(method, ri, u.RawQuery)
+	return ri
+}
+
+func verbOf(method string, ri RequestInfo, rawQuery string) string {
+	collection := ri.Kind == PathResource && ri.Name == ""
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		switch {
+		case ri.Watch && ri.Kind == PathResource:
+			return "watch"
+		case collection && ri.Subresource == "" && watchParam(rawQuery):
+			return "watch"
+		case collection:
+			return "list"
+		}
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		if collection {
+			return "deletecollection"
+		}
+		return "delete"
+	}
+	return "other"
+}
+
+// watchParam reports whether a query asks for a watch: its first watch parameter is there and is
+// neither "false" nor "0" (in any case), as the apiserver converts a query parameter to a bool.
+// An empty value is a watch. Pairs that do not parse are left out, as req.URL.Query() does.
+func watchParam(rawQuery string) bool {
+	if !strings.Contains(rawQuery, "atch") && !strings.Contains(rawQuery, "%") {
+		return false
+	}
+	q, _ := url.ParseQuery(rawQuery)
+	vs := q["watch"]
+	return len(vs) > 0 && vs[0] != "0" && !strings.EqualFold(vs[0], "false")
 }
 
 var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
@@ -217,6 +270,15 @@ var nativeKinds = map[string]string{
 	"events.k8s.io/events":                                           "Event",
 	"monitoring.coreos.com/servicemonitors":                          "ServiceMonitor",
 	"monitoring.coreos.com/podmonitors":                              "PodMonitor",
+}
+
+// KnownResource reports whether the component-view resource of group is one the rules rename or
+// one of the built-in resources the engine rewrites.
+func (rw *Rewriter) KnownResource(group, resource string) bool {
+	if _, ok := nativeKinds[group+"/"+resource]; ok {
+		return true
+	}
+	return rw.rules.LookupResource(Rename, group, resource) != nil
 }
 
 // TargetFor returns the kind a request body or response for ri is about, in

@@ -161,6 +161,8 @@ func FuzzObject(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED","object":{"kind":"Status","details":{"group":"kubevirt.io"}}}`))
 	f.Add([]byte(`{"kind":"APIGroupList","groups":[{"name":"kubevirt.io"}]}`))
 	f.Add([]byte(`{"a":[1,{"b":"\u0041\"x"}],"c":null,"d":-1.5e3}`))
+	f.Add([]byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"managedFields":[{"fieldsV1":{"f:metadata":{"f:labels":{"f:kubevirt.io/x":{}},"f:finalizers":{"v:\"kubevirt.io/f\"":{}}},"f:spec":{"f:nodeSelector":{"f:kubevirt.io/n":{}}}}}]}}`))
+	f.Add([]byte(`{"metadata":{"labels":{"kubevirt.io/u":"1"}},"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		valid := json.Valid(data)
 		for _, d := range []Direction{Rename, Restore} {
@@ -188,6 +190,7 @@ func FuzzObject(f *testing.F) {
 
 func FuzzPatch(f *testing.F) {
 	f.Add([]byte(`[{"op":"test","path":"/metadata/labels/kubevirt.io~1foo","value":"x"}]`), uint8(0))
+	f.Add([]byte(`[{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachine"},{"op":"add","path":"/metadata/ownerReferences/0/apiVersion","value":"kubevirt.io/v1"}]`), uint8(0))
 	f.Add([]byte(`{"metadata":{"$setElementOrder/finalizers":["kubevirt.io/a"]}}`), uint8(2))
 	f.Add([]byte("metadata:\n  labels:\n    kubevirt.io: x\n"), uint8(3))
 	cts := []string{ContentTypeJSONPatch, ContentTypeMergePatch, ContentTypeStrategicMerge, ContentTypeApplyYAML, ContentTypeApplyJSON}

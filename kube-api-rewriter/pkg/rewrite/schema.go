@@ -33,7 +33,10 @@ func buildSchemas() *schemas {
 		}}
 	}
 	ownerRef := typeRef("apiVersion")
-	managedField := obj(map[string]*node{"apiVersion": str(rAPIVersion)})
+	managedField := obj(map[string]*node{
+		"apiVersion": str(rAPIVersion),
+		"fieldsV1":   {kind: kCustom, custom: (*walker).fieldsSet},
+	})
 	metadata := obj(map[string]*node{
 		"labels":          labels,
 		"annotations":     annotations,
@@ -128,11 +131,16 @@ func buildSchemas() *schemas {
 	}}
 	top := &node{kind: kTop}
 	statusDetails := &node{kind: kObject, pGroup: "group", fields: map[string]*node{
-		"group":  str(rGroup),
-		"kind":   str(rKindOrRes),
-		"causes": arr(obj(map[string]*node{"message": str(rMessage)})),
+		"group": str(rGroup),
+		"kind":  str(rKindOrRes),
+		// name: an object name, or a CRD's (plural.group); field: a path that may hold a key
+		// (.metadata.labels.kubevirt.io/x, a server-side apply conflict).
+		"name": str(rMessage),
+		"causes": arr(obj(map[string]*node{
+			"message": str(rMessage), "field": str(rMessage), "reason": str(rMessage),
+		})),
 	}}
-	status := map[string]*node{"message": str(rMessage), "details": statusDetails}
+	status := map[string]*node{"message": str(rMessage), "reason": str(rMessage), "details": statusDetails}
 
 	// discovery
 	groupVersion := obj(map[string]*node{"groupVersion": str(rAPIVersion)})

@@ -146,8 +146,13 @@ func (rw *Rewriter) labelRequirement(d Direction, req string) (string, bool, err
 // FieldSelector rewrites a field selector string. Known fields:
 // metadata.name of CRDs (plural.group) and APIServices (version.group),
 // involvedObject.apiVersion / regarding.apiVersion (group), and
-// involvedObject.kind / regarding.kind (only together with the apiVersion term
-// of the same object, so a kind is always matched with its group).
+// involvedObject.kind / regarding.kind: with the apiVersion term of the same
+// object the kind is renamed with its group. Without it the kind's group is
+// unknown (kubectl describe sends name, namespace, kind and uid): a kind that a
+// rule renames is then dropped when a uid term of the same object names the
+// object anyway, so that its events are found whichever view its kind is in
+// (VirtualMachine is a kind of kubevirt.io and of the friendly API). Other
+// kind-only terms are kept as they are.
 func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string, error) {
 	if strings.TrimSpace(s) == "" {
 		return s, nil
@@ -158,6 +163,7 @@ func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string
 	}
 	ts := make([]term, len(terms))
 	groups := map[string]string{} // object prefix -> source group
+	uids := map[string]bool{}     // object prefixes with a uid equality term
 	for i, t := range terms {
 		k, op, v, ok := splitFieldTerm(t)
 		if !ok {
@@ -172,7 +178,11 @@ func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string
 			g, _ := splitGV(uv)
 			groups[p] = g
 		}
+		if p, ok := strings.CutSuffix(strings.TrimSpace(k), ".uid"); ok && op != "!=" {
+			uids[p] = true
+		}
 	}
+	drop := make([]bool, len(ts))
 	changed := false
 	for i, t := range ts {
 		k := strings.TrimSpace(t.key)
@@ -190,8 +200,11 @@ func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string
 				nv = joinGV(ng, ver)
 			}
 		case strings.HasSuffix(k, ".kind"):
-			if g, has := groups[strings.TrimSuffix(k, ".kind")]; has {
+			p := strings.TrimSuffix(k, ".kind")
+			if g, has := groups[p]; has {
 				nv, ok = rw.rules.Kind(d, g, t.val)
+			} else if uids[p] && t.op != "!=" && rw.rules.IsRuleKind(d, t.val) {
+				drop[i], changed = true, true
 			}
 		}
 		if ok {
@@ -204,7 +217,10 @@ func (rw *Rewriter) FieldSelector(d Direction, ri RequestInfo, s string) (string
 	}
 	var b strings.Builder
 	for i, t := range ts {
-		if i > 0 {
+		if drop[i] {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(t.key)

@@ -113,6 +113,20 @@ func TestObjects(t *testing.T) {
 			"spec":{"running":true,"template":{"metadata":{"labels":{"kubevirt.io/keep":"as-is"}}}}}`},
 		{name: "friendly VM untouched", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a"}}`,
 			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a"}}`},
+		// The friendly group is passed through by the rules: a user's kubevirt.io keys on it are
+		// the user's, in both directions, whatever the order of the fields.
+		{name: "friendly VM metadata untouched", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a","labels":{"kubevirt.io/foo":"1","IK/bar":"2"},"annotations":{"kubevirt.io/x":""},"finalizers":["kubevirt.io/f"],"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"o"}]}}`,
+			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"name":"a","labels":{"kubevirt.io/foo":"1","IK/bar":"2"},"annotations":{"kubevirt.io/x":""},"finalizers":["kubevirt.io/f"],"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"o"}]}}`},
+		{name: "friendly VM, apiVersion last", component: `{"metadata":{"labels":{"kubevirt.io/foo":"1"}},"kind":"VirtualMachine","apiVersion":"virtualization.deckhouse.io/v1alpha2"}`,
+			cluster: `{"metadata":{"labels":{"kubevirt.io/foo":"1"}},"kind":"VirtualMachine","apiVersion":"virtualization.deckhouse.io/v1alpha2"}`},
+		{name: "friendly list", component: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachineList","items":[{"metadata":{"labels":{"kubevirt.io/foo":"1"}}},{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"IK/foo":"1"}}}]}`,
+			cluster: `{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachineList","items":[{"metadata":{"labels":{"kubevirt.io/foo":"1"}}},{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","metadata":{"labels":{"IK/foo":"1"}}}]}`},
+		{name: "friendly object inside a v1 List", component: `{"kind":"List","apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"kubevirt.io":"virt-launcher"}}},{"metadata":{"labels":{"kubevirt.io/u":"x"}},"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualDisk"}]}`,
+			cluster: `{"kind":"List","apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","metadata":{"labels":{"IK":"virt-launcher"}}},{"metadata":{"labels":{"kubevirt.io/u":"x"}},"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualDisk"}]}`},
+		{name: "managedFields fieldsV1 keys", component: `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:kubevirt.io":{},"f:kubevirt.io/created-by":{},"f:app":{}},"f:annotations":{"f:vm.kubevirt.io/flavor":{}},"f:finalizers":{".":{},"v:\"kubevirt.io/f\"":{},"v:\"other\"":{}},"f:ownerReferences":{"k:{\"uid\":\"1\"}":{}}},"f:spec":{"f:nodeSelector":{"f:cpu-model.node.kubevirt.io/Haswell":{}},"f:affinity":{"f:podAffinity":{}},"f:containers":{"k:{\"name\":\"kubevirt.io\"}":{"f:name":{}}}}}}]}}`,
+			cluster: `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:IK":{},"f:IK/created-by":{},"f:app":{}},"f:annotations":{"f:vm.IK/flavor":{}},"f:finalizers":{".":{},"v:\"IK/f\"":{},"v:\"other\"":{}},"f:ownerReferences":{"k:{\"uid\":\"1\"}":{}}},"f:spec":{"f:nodeSelector":{"f:cpu-model.node.virtualization.deckhouse.io/Haswell":{}},"f:affinity":{"f:podAffinity":{}},"f:containers":{"k:{\"name\":\"kubevirt.io\"}":{"f:name":{}}}}}}]}}`},
+		{name: "managedFields of a deployment template, preserved originals", component: `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"managedFields":[{"manager":"m","apiVersion":"apps/v1","fieldsV1":{"f:spec":{"f:selector":{"f:matchLabels":{"f:kubevirt.io":{}}},"f:template":{"f:metadata":{"f:labels":{"f:preserved-original-kubevirt.io/x":{}}}}}}},{"manager":"n","fieldsV1":null}]}}`,
+			cluster: `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"managedFields":[{"manager":"m","apiVersion":"apps/v1","fieldsV1":{"f:spec":{"f:selector":{"f:matchLabels":{"f:IK":{}}},"f:template":{"f:metadata":{"f:labels":{"f:kubevirt.io/x":{}}}}}}},{"manager":"n","fieldsV1":null}]}}`},
 		{name: "sorted keys", component: `{"apiVersion":"snapshot.kubevirt.io/v1beta1","kind":"VirtualMachineSnapshot","metadata":{}}`,
 			cluster: `{"apiVersion":"snapshot.IG/v1beta1","kind":"InternalVirtualizationVirtualMachineSnapshot","metadata":{}}`},
 		{name: "nulls stay null", component: `{"kind":"VirtualMachineInstance","apiVersion":"kubevirt.io/v1","metadata":{"labels":null,"annotations":null,"finalizers":null,"ownerReferences":null,"managedFields":null}}`,
@@ -237,6 +251,12 @@ func TestStatusTableAdmission(t *testing.T) {
 		{name: "status invalid", oneWay: Restore, onlyOne: true,
 			component: `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"VirtualMachine.kubevirt.io \"x\" is invalid: metadata.finalizers: kubevirt.io/foo","details":{"name":"x","group":"kubevirt.io","kind":"VirtualMachine","causes":[{"message":"InternalVirtualization is bad: VirtualMachineInstance","field":"spec"}]},"code":422}`,
 			cluster:   `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"InternalVirtualizationVirtualMachine.IG \"x\" is invalid: metadata.finalizers: IK/foo","details":{"name":"x","group":"IG","kind":"InternalVirtualizationVirtualMachine","causes":[{"message":"InternalVirtualization is bad: InternalVirtualizationVirtualMachineInstance","field":"spec"}]},"code":422}`},
+		{name: "status apply conflict", oneWay: Restore, onlyOne: true,
+			component: `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Apply failed with 1 conflict: conflict with \"kubectl\" using kubevirt.io/v1: .metadata.labels.kubevirt.io/x","reason":"Conflict","details":{"causes":[{"reason":"FieldManagerConflict","message":"conflict with \"kubectl\" using kubevirt.io/v1","field":".metadata.labels.kubevirt.io/x"},{"reason":"FieldManagerConflict","message":"conflict","field":".metadata.annotations.vm.kubevirt.io/y"}]},"code":409}`,
+			cluster:   `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Apply failed with 1 conflict: conflict with \"kubectl\" using IG/v1: .metadata.labels.IK/x","reason":"Conflict","details":{"causes":[{"reason":"FieldManagerConflict","message":"conflict with \"kubectl\" using IG/v1","field":".metadata.labels.IK/x"},{"reason":"FieldManagerConflict","message":"conflict","field":".metadata.annotations.vm.IK/y"}]},"code":409}`},
+		{name: "status crd not found", oneWay: Restore, onlyOne: true,
+			component: `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"customresourcedefinitions.apiextensions.k8s.io \"virtualmachines.kubevirt.io\" not found","reason":"NotFound","details":{"name":"virtualmachines.kubevirt.io","group":"apiextensions.k8s.io","kind":"customresourcedefinitions"},"code":404}`,
+			cluster:   `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"customresourcedefinitions.apiextensions.k8s.io \"internalvirtualizationvirtualmachines.IG\" not found","reason":"NotFound","details":{"name":"internalvirtualizationvirtualmachines.IG","group":"apiextensions.k8s.io","kind":"customresourcedefinitions"},"code":404}`},
 		{name: "table", component: `{"kind":"Table","apiVersion":"meta.k8s.io/v1","columnDefinitions":[{"name":"Name","type":"string"}],"rows":[{"cells":["a"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"kubevirt.io/x":"1"},"ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"a"}]}}},{"cells":["b"],"object":{"kind":"VirtualMachine","apiVersion":"kubevirt.io/v1","metadata":{"name":"b"}}}]}`,
 			cluster: `{"kind":"Table","apiVersion":"meta.k8s.io/v1","columnDefinitions":[{"name":"Name","type":"string"}],"rows":[{"cells":["a"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","labels":{"IK/x":"1"},"ownerReferences":[{"apiVersion":"IG/v1","kind":"InternalVirtualizationVirtualMachine","name":"a"}]}}},{"cells":["b"],"object":{"kind":"InternalVirtualizationVirtualMachine","apiVersion":"IG/v1","metadata":{"name":"b"}}}]}`},
 		{name: "admission request", component: `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"kubevirt.io","version":"v1","kind":"VirtualMachine"},"resource":{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"},"requestKind":{"group":"kubevirt.io","version":"v1","kind":"VirtualMachine"},"requestResource":{"group":"kubevirt.io","version":"v1","resource":"virtualmachines"},"name":"x","operation":"UPDATE","object":{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"kubevirt.io/x":"1"}}},"oldObject":null}}`,
@@ -373,19 +393,34 @@ func TestQuery(t *testing.T) {
 	for _, v := range []struct {
 		ri         RequestInfo
 		comp, clus string
+		oneWay     bool // a term is dropped
 	}{
-		{ev, "labelSelector=kubevirt.io%3Dvirt-launcher&watch=true", "labelSelector=IK%3Dvirt-launcher&watch=true"},
+		{ev, "labelSelector=kubevirt.io%3Dvirt-launcher&watch=true", "labelSelector=IK%3Dvirt-launcher&watch=true", false},
 		{ev, "labelSelector=" + qe("kubevirt.io/created-by in (a, b),!kubevirt.io/x,app.kubernetes.io/managed-by!=virt-operator,app.kubernetes.io/managed-by in (virt-operator,y),vm.kubevirt.io/name"),
-			"labelSelector=" + qe(r("IK/created-by in (a, b),!IK/x,app.kubernetes.io/managed-by!=virt-operator-internal-virtualization,app.kubernetes.io/managed-by in (virt-operator-internal-virtualization,y),vm.IK/name"))},
-		{crd, "fieldSelector=metadata.name%3Dvirtualmachines.kubevirt.io&resourceVersion=1", "fieldSelector=" + qe(r("metadata.name=internalvirtualizationvirtualmachines.IG")) + "&resourceVersion=1"},
+			"labelSelector=" + qe(r("IK/created-by in (a, b),!IK/x,app.kubernetes.io/managed-by!=virt-operator-internal-virtualization,app.kubernetes.io/managed-by in (virt-operator-internal-virtualization,y),vm.IK/name")), false},
+		{crd, "fieldSelector=metadata.name%3Dvirtualmachines.kubevirt.io&resourceVersion=1", "fieldSelector=" + qe(r("metadata.name=internalvirtualizationvirtualmachines.IG")) + "&resourceVersion=1", false},
 		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachine,involvedObject.apiVersion=kubevirt.io/v1,involvedObject.name=x"),
-			"fieldSelector=" + qe(r("involvedObject.kind=InternalVirtualizationVirtualMachine,involvedObject.apiVersion=IG/v1,involvedObject.name=x"))},
-		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachine"), "fieldSelector=" + qe("involvedObject.kind=VirtualMachine")},
-		{ev, "limit=500", "limit=500"},
+			"fieldSelector=" + qe(r("involvedObject.kind=InternalVirtualizationVirtualMachine,involvedObject.apiVersion=IG/v1,involvedObject.name=x")), false},
+		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachine"), "fieldSelector=" + qe("involvedObject.kind=VirtualMachine"), false},
+		// kubectl describe: no apiVersion, but the uid names the object, internal or friendly.
+		{ev, "fieldSelector=" + qe("involvedObject.name=x,involvedObject.namespace=ns,involvedObject.kind=VirtualMachine,involvedObject.uid=u1"),
+			"fieldSelector=" + qe("involvedObject.name=x,involvedObject.namespace=ns,involvedObject.uid=u1"), true},
+		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachineInstance,involvedObject.uid==u1"), "fieldSelector=" + qe("involvedObject.uid==u1"), true},
+		{ParsePath("/apis/events.k8s.io/v1/namespaces/ns/events"), "fieldSelector=" + qe("regarding.kind=VirtualMachine,regarding.uid=u1,regarding.name=x"),
+			"fieldSelector=" + qe("regarding.uid=u1,regarding.name=x"), true},
+		// Core kinds, and uids of another object or negated, keep the kind.
+		{ev, "fieldSelector=" + qe("involvedObject.name=p,involvedObject.namespace=ns,involvedObject.kind=Pod,involvedObject.uid=u1"),
+			"fieldSelector=" + qe("involvedObject.name=p,involvedObject.namespace=ns,involvedObject.kind=Pod,involvedObject.uid=u1"), false},
+		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachine,involvedObject.uid!=u1"), "fieldSelector=" + qe("involvedObject.kind=VirtualMachine,involvedObject.uid!=u1"), false},
+		{ev, "fieldSelector=" + qe("involvedObject.kind=VirtualMachine,related.uid=u1"), "fieldSelector=" + qe("involvedObject.kind=VirtualMachine,related.uid=u1"), false},
+		{ev, "limit=500", "limit=500", false},
 	} {
 		got, err := rw.Query(Rename, v.ri, v.comp)
 		if err != nil || got != r(v.clus) {
 			t.Errorf("rename %s: got %s want %s (%v)", v.comp, got, r(v.clus), err)
+		}
+		if v.oneWay {
+			continue
 		}
 		back, err := rw.Query(Restore, v.ri, got)
 		if err != nil || back != v.comp {
@@ -484,5 +519,56 @@ func TestDiff(t *testing.T) {
 	want := "[\"IK/x\"]: (absent) -> 1\na.b: \"x\" -> \"y\"\na.c[1]: 2 -> (absent)\n[\"kubevirt.io/x\"]: 1 -> (absent)\n"
 	if got != want {
 		t.Errorf("diff:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestJSONPatchOwnerReferenceField: a patch of one field of an owner reference is completed from
+// the object as the cluster holds it, with a test of the sibling it was completed from.
+func TestJSONPatchOwnerReferenceField(t *testing.T) {
+	current := r(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[
+		{"apiVersion":"IG/v1","kind":"InternalVirtualizationVirtualMachineInstance","name":"vmi","uid":"1"},
+		{"apiVersion":"virtualization.deckhouse.io/v1alpha2","kind":"VirtualMachine","name":"front","uid":"2"}]}}`)
+	podT := Target{"", "Pod"}
+	for _, tc := range []struct{ name, patch, want string }{
+		{"kind alone, renamed owner", `[{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachine"}]`,
+			`[{"op":"test","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"},{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachine"}]`},
+		{"kind alone, friendly owner", `[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualDisk"}]`,
+			`[{"op":"test","path":"/metadata/ownerReferences/1/apiVersion","value":"virtualization.deckhouse.io/v1alpha2"},{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualDisk"}]`},
+		{"apiVersion alone, to kubevirt.io", `[{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"kubevirt.io/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"IG/v1"},{"op":"test","path":"/metadata/ownerReferences/1/kind","value":"VirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"InternalVirtualizationVirtualMachine"}]`},
+		{"apiVersion alone, away from kubevirt.io", `[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"example.com/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"example.com/v1"},{"op":"test","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachineInstance"},{"op":"replace","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachineInstance"}]`},
+		{"apiVersion alone, same kind", `[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"kubevirt.io/v1"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"}]`},
+		{"both, in separate ops", `[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"VirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"kubevirt.io/v1"},{"op":"remove","path":"/metadata/labels/kubevirt.io"}]`,
+			`[{"op":"replace","path":"/metadata/ownerReferences/1/kind","value":"InternalVirtualizationVirtualMachine"},{"op":"replace","path":"/metadata/ownerReferences/1/apiVersion","value":"IG/v1"},{"op":"remove","path":"/metadata/labels/IK"}]`},
+		{"an owner the object does not have", `[{"op":"add","path":"/metadata/ownerReferences/5/kind","value":"VirtualMachine"}]`,
+			`[{"op":"add","path":"/metadata/ownerReferences/5/kind","value":"VirtualMachine"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !rw.JSONPatchNeedsObject([]byte(tc.patch)) && !strings.Contains(tc.name, "both") {
+				t.Errorf("JSONPatchNeedsObject false")
+			}
+			got, err := rw.JSONPatchWithObject([]byte(tc.patch), []byte(current), podT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, got, []byte(r(tc.want))) {
+				t.Errorf("\n got %s\nwant %s", got, r(tc.want))
+			}
+		})
+	}
+	if rw.JSONPatchNeedsObject([]byte(`[{"op":"replace","path":"/metadata/ownerReferences/0","value":{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine"}}]`)) {
+		t.Error("a whole owner reference needs no object")
+	}
+}
+
+// TestJSONPatchOwnerReferenceFieldsTogether: both fields set in one patch need no object.
+func TestJSONPatchOwnerReferenceFieldsTogether(t *testing.T) {
+	patch := `[{"op":"add","path":"/metadata/ownerReferences/0/apiVersion","value":"kubevirt.io/v1"},{"op":"add","path":"/metadata/ownerReferences/0/kind","value":"VirtualMachineInstance"}]`
+	want := r(`[{"op":"add","path":"/metadata/ownerReferences/0/apiVersion","value":"IG/v1"},{"op":"add","path":"/metadata/ownerReferences/0/kind","value":"InternalVirtualizationVirtualMachineInstance"}]`)
+	got, err := rw.Patch(Rename, ContentTypeJSONPatch, []byte(patch), Target{"", "Pod"})
+	if err != nil || !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got %s (%v)\nwant %s", got, err, want)
 	}
 }

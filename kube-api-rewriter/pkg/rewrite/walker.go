@@ -23,11 +23,14 @@ type scope struct {
 
 type walker struct {
 	scanner
-	rw      *Rewriter
-	dir     Direction
-	scopes  []*scope
-	target  Target
-	lastTop *scope
+	rw     *Rewriter
+	dir    Direction
+	scopes []*scope
+	target Target
+	// itemOfKnownList tells the next top that it walks an item of a list whose group is the
+	// items' (set by listItem, consumed by top).
+	itemOfKnownList bool
+	lastTop         *scope
 
 	// Walkers are pooled (Rewriter.walkers), and what a walk needs per object comes from
 	// these, so that a list item or a watch event allocates nothing of its own.
@@ -69,7 +72,7 @@ func (w *walker) pop() { w.scopes = w.scopes[:len(w.scopes)-1] }
 
 // reset prepares a pooled walker for a walk of src.
 func (w *walker) reset(rw *Rewriter, d Direction, src, dst []byte, t Target) {
-	w.rw, w.dir, w.target, w.lastTop = rw, d, t, nil
+	w.rw, w.dir, w.target, w.lastTop, w.itemOfKnownList = rw, d, t, nil, false
 	w.src, w.pos, w.out, w.flushed, w.depth = src, 0, dst, 0, 0
 	w.scopes = w.scopes[:0]
 	w.nsib = 0

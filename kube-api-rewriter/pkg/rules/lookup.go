@@ -18,6 +18,20 @@ func (r *Rules) Kinds() []*KindRule { return append([]*KindRule(nil), r.ix().kin
 // IsOriginalGroup reports whether g is a listed original group (e.g. kubevirt.io).
 func (r *Rules) IsOriginalGroup(g string) bool { _, ok := r.ix().dir[Rename].groups[g]; return ok }
 
+// IsRuleKind reports whether kind (or list kind) is a kind of some rule group in the view
+// direction d reads, whatever its group.
+func (r *Rules) IsRuleKind(d Direction, kind string) bool {
+	for _, gx := range r.ix().dir[d].groups {
+		if _, ok := gx.kinds[kind]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// IsPassthroughGroup reports whether objects of group g are never touched (PassthroughGroups).
+func (r *Rules) IsPassthroughGroup(g string) bool { return r.ix().passthrough[g] }
+
 // IsRenamedGroup reports whether g is a renamed group (e.g. internal.virtualization.deckhouse.io).
 func (r *Rules) IsRenamedGroup(g string) bool { _, ok := r.ix().dir[Restore].groups[g]; return ok }
 

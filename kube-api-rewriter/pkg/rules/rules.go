@@ -61,6 +61,11 @@ type Rules struct {
 	LabelValues []LabelValueRule `json:"labelValues,omitempty"`
 	// WebhookPaths rename URL paths of webhook services (clientConfig.service.path).
 	WebhookPaths []PathRule `json:"webhookPaths,omitempty"`
+	// PassthroughGroups are API groups whose objects are never touched, metadata included, in
+	// either direction: requests to them pass through as they are, and objects of them inside
+	// other documents are copied verbatim. The module's own friendly API belongs here, so that a
+	// user's "kubevirt.io/foo" label on a friendly VirtualMachine reads back as the user wrote it.
+	PassthroughGroups []string `json:"passthroughGroups,omitempty"`
 
 	idx *index
 }
@@ -233,6 +238,7 @@ type index struct {
 	valueKeys   map[string]bool
 	origGroups  []string
 	renamedList []string
+	passthrough map[string]bool
 }
 
 func newDirIndex() dirIndex {
@@ -252,7 +258,7 @@ func newGroupIdx(to string, hide bool) *groupIdx {
 func (r *Rules) build() error {
 	var p []string
 	bad := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
-	ix := &index{dir: [2]dirIndex{newDirIndex(), newDirIndex()}, valueKeys: map[string]bool{}}
+	ix := &index{dir: [2]dirIndex{newDirIndex(), newDirIndex()}, valueKeys: map[string]bool{}, passthrough: map[string]bool{}}
 	// fwd reads original names, back renamed ones.
 	fwd, back := &ix.dir[Rename], &ix.dir[Restore]
 	rn := r.Renamed
@@ -510,6 +516,20 @@ func (r *Rules) build() error {
 		}
 		fwd.webhook[w.From] = w.To
 		back.webhook[w.To] = w.From
+	}
+	for i, g := range r.PassthroughGroups {
+		f := fmt.Sprintf("passthroughGroups[%d]", i)
+		switch _, orig := fwd.groups[g]; {
+		case g == "":
+			bad("%s: must not be empty (the core group always carries renamed names)", f)
+		case orig:
+			bad("%s: %q is a renamed group", f, g)
+		case back.groups[g] != nil:
+			bad("%s: %q is the renamed name of a group", f, g)
+		case ix.passthrough[g]:
+			bad("%s: duplicate group %q", f, g)
+		}
+		ix.passthrough[g] = true
 	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}

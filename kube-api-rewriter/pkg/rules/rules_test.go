@@ -182,6 +182,10 @@ groups:
 		{"category all", strings.Replace(base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n"), "[c]", "[all]", 1), "renamed.categories[0]"},
 		{"unknown field", base("- name: a.io\n  kindz: []\n"), "unknown field"},
 		{"value collides", base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n") + "labelValues: [{key: k, from: a, to: b}, {key: k, from: c, to: b}]\n", "collides"},
+		{"passthrough renamed group", base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n") + "passthroughGroups: [a.io]\n", "passthroughGroups[0]: \"a.io\" is a renamed group"},
+		{"passthrough cluster group", base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n") + "passthroughGroups: [x.io, b.io]\n", "passthroughGroups[1]: \"b.io\" is the renamed name"},
+		{"passthrough core group", base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n") + "passthroughGroups: ['']\n", "passthroughGroups[0]: must not be empty"},
+		{"passthrough duplicate", base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n") + "passthroughGroups: [x.io, x.io]\n", "duplicate group"},
 		{"no preserved prefix", strings.Replace(base("- name: a.io\n  kinds: [{kind: K, plural: ks, singular: k}]\n"), "preservedPrefix: keep-", "", 1), "preservedPrefix: must not be empty"},
 	} {
 		_, err := Load([]byte(c.doc))

@@ -57,9 +57,13 @@ func FuzzRoundTripRequest(f *testing.F) {
 			if err := json.Unmarshal(got, &s); err != nil || s.Kind != "Status" || s.Code != resp.StatusCode || s.Code < 400 {
 				t.Fatalf("not forwarded, yet the answer is not a Status: %d %q", resp.StatusCode, got)
 			}
-		case 1:
-			fwd := calls[0]
-			if !rt.rewrites(req, rewrite.ParsePath(path)) || len(body) == 0 || bytes.Equal(fwd.Body, body) {
+		case 1, 2:
+			// Two: a JSON patch of an owner reference's field reads the object first.
+			if len(calls) == 2 && (calls[0].Method != "GET" || method != "PATCH") {
+				t.Fatalf("forwarded %s and %s", calls[0].Method, calls[1].Method)
+			}
+			fwd := calls[len(calls)-1]
+			if !rt.rewrites(rewrite.ParsePath(path)) || len(body) == 0 || bytes.Equal(fwd.Body, body) {
 				return
 			}
 			if !json.Valid(fwd.Body) {

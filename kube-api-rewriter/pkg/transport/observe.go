@@ -10,59 +10,46 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 )
 
-// verbOf names the Kubernetes verb of a request, as the apiserver's audit log would.
-func verbOf(req *http.Request, ri rewrite.RequestInfo) string {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead:
-		if ri.Watch || req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
-			return "watch"
-		}
-		if ri.Kind == rewrite.PathResource && ri.Name == "" {
-			return "list"
-		}
-		return "get"
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		if ri.Kind == rewrite.PathResource && ri.Name == "" {
-			return "deletecollection"
-		}
-		return "delete"
-	}
-	return "other"
-}
-
-// resourceLabel keeps the metric's cardinality bounded by resource, never by object name.
-func resourceLabel(ri rewrite.RequestInfo) string {
-	l := resourceName(ri)
-	// Prometheus panics on a label value that is not UTF-8, and the path is the client's: one
-	// request for /api/v1/%ff must not take the proxy (or an in-process user) down.
-	if !utf8.ValidString(l) {
-		return "invalid"
-	}
-	return l
-}
-
-func resourceName(ri rewrite.RequestInfo) string {
+// resourceLabel keeps the metric's cardinality bounded by resource, never by object name, and
+// never by made-up paths: a resource (and subresource) is named when the rules or the engine know
+// it, or when the apiserver answered it with success, which only a resource it serves gets.
+// Anything else is "other". code is the HTTP code of the answer, 0 when there was none.
+func (t *RoundTripper) resourceLabel(ri rewrite.RequestInfo, code int) string {
 	switch ri.Kind {
 	case rewrite.PathResource:
-		r := ri.Resource
-		if ri.Group != "" {
-			r += "." + ri.Group
-		}
-		if ri.Subresource != "" {
-			sub, _, _ := strings.Cut(ri.Subresource, "/")
-			r += "/" + sub
-		}
-		return r
 	case rewrite.PathOther:
 		return "nonresource"
+	default:
+		return "discovery"
 	}
-	return "discovery"
+	served := code >= 200 && code < 400
+	if !served && !t.o.Rewriter.KnownResource(ri.Group, ri.Resource) {
+		return "other"
+	}
+	r := ri.Resource
+	if ri.Group != "" {
+		r += "." + ri.Group
+	}
+	if ri.Subresource != "" {
+		sub, _, _ := strings.Cut(ri.Subresource, "/")
+		if !served && !commonSubresources[sub] {
+			sub = "other"
+		}
+		r += "/" + sub
+	}
+	// Prometheus panics on a label value that is not UTF-8, and the path is the client's: one
+	// request for /api/v1/%ff must not take the proxy (or an in-process user) down.
+	if !utf8.ValidString(r) {
+		return "other"
+	}
+	return r
+}
+
+// commonSubresources are the subresources every apiserver has, named even when they fail.
+var commonSubresources = map[string]bool{
+	"status": true, "scale": true, "exec": true, "attach": true, "portforward": true, "log": true,
+	"proxy": true, "eviction": true, "binding": true, "ephemeralcontainers": true, "resize": true,
+	"token": true, "approval": true, "finalize": true,
 }
 
 func (t *RoundTripper) observe(resource, verb string, resp *http.Response, err error, start time.Time) {

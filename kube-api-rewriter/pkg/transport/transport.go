@@ -19,6 +19,7 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/d8virt/kube-api-rewriter/pkg/metrics"
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
@@ -100,9 +103,23 @@ var streamingSubresources = map[string]bool{
 	"exec": true, "attach": true, "portforward": true, "log": true, "proxy": true,
 }
 
-func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool {
-	if req.Header.Get("Upgrade") != "" {
-		return false
+// answersObjects reports whether an upgrade request to a rewritten path would be answered with
+// API objects (a watch over WebSocket, or an object or list the apiserver answers without
+// upgrading) rather than be a stream of its own, such as the console of an aggregated API.
+func answersObjects(ri rewrite.RequestInfo) bool {
+	if ri.Verb == "watch" || ri.Kind != rewrite.PathResource {
+		return true
+	}
+	sub, _, _ := strings.Cut(ri.Subresource, "/")
+	return sub == "" || sub == "status" || sub == "scale"
+}
+
+// rewrites reports whether the rewriter renames requests to the path of ri and restores their
+// answers. Upgrades to such paths (a watch over WebSocket) are refused: their frames would reach
+// the component unrestored.
+func (t *RoundTripper) rewrites(ri rewrite.RequestInfo) bool {
+	if ri.Kind != rewrite.PathOther && t.o.Rewriter.Rules().IsPassthroughGroup(ri.Group) {
+		return false // the rules say: never touched
 	}
 	switch ri.Kind {
 	case rewrite.PathLegacyRoot, rewrite.PathRoot, rewrite.PathGroup, rewrite.PathGroupVersion:
@@ -121,21 +138,28 @@ func (t *RoundTripper) rewrites(req *http.Request, ri rewrite.RequestInfo) bool 
 // RoundTrip implements http.RoundTripper.
 func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
-	ri := rewrite.ParsePath(req.URL.Path)
-	verb := verbOf(req, ri)
-	resource := resourceLabel(ri)
+	ri := rewrite.ParseRequest(req.Method, req.URL)
+	verb := ri.Verb
 	var (
 		resp *http.Response
 		err  error
 	)
-	if strings.HasPrefix(req.URL.Path, "/openapi/v3") && req.Method == http.MethodGet {
+	if (strings.HasPrefix(req.URL.Path, "/openapi/v3") || req.URL.Path == "/openapi/v2") && req.Method == http.MethodGet {
 		resp, err = t.openAPIRoundTrip(req)
-	} else if t.rewrites(req, ri) {
+	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" && answersObjects(ri) {
+		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
+			"kube-api-rewriter: %s of %s over %s is not rewritten, so it is refused; %s over plain HTTP instead (without an Upgrade header)",
+			verb, req.URL.Path, req.Header.Get("Upgrade"), verb))
+	} else if t.rewrites(ri) {
 		resp, err = t.rewriteRoundTrip(req, ri, verb == "watch")
 	} else {
 		resp, err = t.next.RoundTrip(req)
 	}
-	t.observe(resource, verb, resp, err, start)
+	code := 0
+	if err == nil && resp != nil {
+		code = resp.StatusCode
+	}
+	t.observe(t.resourceLabel(ri, code), verb, resp, err, start)
 	return resp, err
 }
 
@@ -159,8 +183,13 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 		}
 	}
 	out.Header.Set("Accept", jsonAccept(req.Header.Get("Accept")))
-	// Without an Accept-Encoding of our own, the transport asks for gzip and inflates it for us.
+	// A client that takes gzip gets the apiserver's gzip as it is where nothing is restored (an
+	// answer that is not JSON); the engine inflates it itself where it restores. Without an
+	// Accept-Encoding of our own, the transport asks for gzip and inflates it for us.
 	out.Header.Del("Accept-Encoding")
+	if acceptsGzip(req.Header.Values("Accept-Encoding")) {
+		out.Header.Set("Accept-Encoding", "gzip")
+	}
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
@@ -175,9 +204,13 @@ func (t *RoundTripper) rewriteRoundTrip(req *http.Request, ri rewrite.RequestInf
 		resp.StatusCode == http.StatusNotModified || resp.ContentLength == 0 {
 		return resp, nil
 	}
+	if !resp.Uncompressed && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		resp.Body, resp.ContentLength = inflate(resp.Body), -1
+		resp.Header.Del("Content-Encoding")
+	}
 	target := rw.TargetFor(rewrite.Restore, rewrite.ParsePath(out.URL.Path))
 	if watch && resp.StatusCode == http.StatusOK {
-		resp.Body, resp.ContentLength = t.restoreWatch(resp.Body, target, resourceLabel(ri)), -1
+		resp.Body, resp.ContentLength = t.restoreWatch(resp.Body, target, t.resourceLabel(ri, resp.StatusCode)), -1
 	} else {
 		resp.Body, resp.ContentLength = t.restoreDocument(resp.Body, target)
 	}
@@ -204,11 +237,25 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	switch {
 	case len(body) == 0:
 		renamed = body
+	case req.Method == http.MethodPatch && mediaType(ct) == rewrite.ContentTypeJSONPatch && t.o.Rewriter.JSONPatchNeedsObject(body):
+		// An owner reference's kind or apiVersion alone: its sibling is in the stored object.
+		payload = "patch"
+		var current []byte
+		if current, err = t.current(out); err == nil {
+			renamed, err = t.o.Rewriter.JSONPatchWithObject(body, current, target)
+		}
 	case req.Method == http.MethodPatch:
 		payload = "patch"
 		renamed, err = t.o.Rewriter.Patch(rewrite.Rename, ct, body, target)
 	case isJSON(ct) || ct == "":
 		renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+	case mediaType(ct) == yamlContentType:
+		// The apiserver accepts YAML objects (kubectl create --raw sends them); JSON is what the
+		// engine reads, and the apiserver accepts it as well.
+		if body, err = yaml.YAMLToJSON(body); err == nil {
+			renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
+			ct = "application/json"
+		}
 	case mediaType(ct) == protobufContentType:
 		if body, err = protobufToJSON(body); err == nil {
 			renamed, err = t.o.Rewriter.Object(rewrite.Rename, body, target)
@@ -239,6 +286,37 @@ func (t *RoundTripper) renameBody(req, out *http.Request, ri rewrite.RequestInfo
 	out.ContentLength = int64(len(renamed))
 	out.Header.Set("Content-Length", strconv.Itoa(len(renamed)))
 	return nil
+}
+
+// current reads the object a (renamed) request is about, as the cluster holds it. An object
+// that cannot be read is nil: the request goes on and the apiserver answers it.
+func (t *RoundTripper) current(out *http.Request) ([]byte, error) {
+	get, err := http.NewRequestWithContext(out.Context(), http.MethodGet, out.URL.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	get.URL.RawQuery = ""
+	for k, v := range out.Header {
+		switch k {
+		case "Content-Type", "Content-Length", "Accept", "Accept-Encoding":
+		default:
+			get.Header[k] = v
+		}
+	}
+	get.Header.Set("Accept", "application/json")
+	resp, err := t.next.RoundTrip(get)
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !isJSON(resp.Header.Get("Content-Type")) {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4*inMemoryLimit))
+	if err != nil {
+		return nil, fmt.Errorf("read the patched object: %w", err)
+	}
+	return b, nil
 }
 
 // restoreDocument restores a response document and returns its body and restored length, or -1.
@@ -424,6 +502,51 @@ func (b *restoredBody) Close() error {
 	return b.upstream.Close()
 }
 
+const yamlContentType = "application/yaml"
+
+// acceptsGzip reports whether Accept-Encoding values take gzip (with a q above 0).
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
+	}
+	return false
+}
+
+// inflate returns the inflated body of a gzip answer.
+func inflate(body io.ReadCloser) io.ReadCloser {
+	return &gunzipBody{upstream: body}
+}
+
+// gunzipBody inflates as it is read; the gzip header is read with the first Read.
+type gunzipBody struct {
+	upstream io.ReadCloser
+	zr       *gzip.Reader
+	err      error
+}
+
+var _ io.ReadCloser = (*gunzipBody)(nil)
+
+func (b *gunzipBody) Read(p []byte) (int, error) {
+	if b.zr == nil && b.err == nil {
+		if b.zr, b.err = gzip.NewReader(b.upstream); b.err != nil {
+			b.err = fmt.Errorf("inflate gzip answer: %w", b.err)
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.zr.Read(p)
+}
+
+func (b *gunzipBody) Close() error { return b.upstream.Close() }
+
 // jsonAccept keeps the JSON media types of an Accept header (Table and aggregated discovery
 // included) and drops protobuf, which the rewriter cannot read.
 func jsonAccept(accept string) string {
@@ -498,6 +621,11 @@ func (t *RoundTripper) openAPIRoundTrip(req *http.Request) (*http.Response, erro
 	out := req.Clone(req.Context())
 	restore := rw.OpenAPIDocument
 	switch p, renamed := rw.OpenAPIPath(req.URL.Path); {
+	case req.URL.Path == "/openapi/v2":
+		restore = rw.OpenAPIV2
+		if wantsProtobuf(req.Header.Get("Accept")) {
+			restore = func(b []byte) ([]byte, error) { return openAPIV2Protobuf(rw.OpenAPIV2(b)) }
+		}
 	case req.URL.Path == "/openapi/v3":
 		restore = rw.OpenAPIRoot
 	case renamed:
@@ -524,6 +652,9 @@ func (t *RoundTripper) openAPIRoundTrip(req *http.Request) (*http.Response, erro
 		return statusResponse(req, http.StatusBadGateway, "InternalError", fmt.Sprintf("kube-api-rewriter: %v", err)), nil
 	}
 	t.rewritten("openapi", rewrite.Restore)
+	if req.URL.Path == "/openapi/v2" && wantsProtobuf(req.Header.Get("Accept")) {
+		resp.Header.Set("Content-Type", openAPIV2ProtobufType)
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(restored))
 	resp.ContentLength = int64(len(restored))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(restored)))
