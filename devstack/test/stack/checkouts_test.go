@@ -22,7 +22,8 @@ import (
 	"github.com/d8virt/devstack/testenv"
 )
 
-// checkout stands for one clone of the repository: its own bin/ with devcluster and node-agent.
+// checkout stands for one clone of the repository: its own bin/ with devcluster, node-agent and
+// local-provisioner (the stack starts it right after the control plane).
 type checkout struct {
 	t     *testing.T
 	bin   string
@@ -68,7 +69,7 @@ func TestTwoCheckoutsOneStack(t *testing.T) {
 	a := checkout{t: t, bin: filepath.Join(root, "a", "bin"), state: state, base: base}
 	b := checkout{t: t, bin: filepath.Join(root, "b", "bin"), state: state, base: base}
 	for _, c := range []checkout{a, b} {
-		build := exec.Command("go", "build", "-o", c.bin+"/", "./devstack/cmd/devcluster", "./devstack/cmd/node-agent")
+		build := exec.Command("go", "build", "-o", c.bin+"/", "./devstack/cmd/devcluster", "./devstack/cmd/node-agent", "./devstack/cmd/local-provisioner")
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build into %s: %v\n%s", c.bin, err, out)
