@@ -84,9 +84,10 @@ console: ## Attach to a VM's serial console on the local stack: make console VM=
 	@bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"
 
 .PHONY: chart-sync
-chart-sync: ## Copy the renamed CRDs and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).
+chart-sync: ## Copy the CRDs (renamed and friendly) and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).
 	go run ./devstack/test/chart/chartsync
 
+include hack/api.mk
 include hack/crds.mk
 include hack/libvirt.mk
 include hack/images.mk

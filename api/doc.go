@@ -5,7 +5,8 @@ package api
 const (
 	// Group is the API group of the user-facing kinds.
 	Group = "virtualization.deckhouse.io"
-	// Version is the served and stored version of the user-facing kinds.
+	// Version is the version every user-facing kind is served in. It is the storage version of
+	// all but VirtualMachineClass, which is stored as v1alpha3 (package core/v1alpha3).
 	Version = "v1alpha2"
 	// SubresourcesGroup is the aggregated API group that serves console, vnc and the other
 	// subresources of the user-facing kinds.

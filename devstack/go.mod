@@ -44,6 +44,7 @@ require (
 )
 
 require (
+	github.com/d8virt/api v0.0.0
 	github.com/d8virt/kube-api-rewriter v0.0.0
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
@@ -97,3 +98,5 @@ require (
 replace github.com/d8virt/kubevirt-core => ../kubevirt-core
 
 replace github.com/d8virt/kube-api-rewriter => ../kube-api-rewriter
+
+replace github.com/d8virt/api => ../api

@@ -486,7 +486,11 @@ func TestChartCRDs(t *testing.T) {
 	for _, o := range decode(t, out) {
 		names[o.GetName()] = true
 	}
-	files, _ := filepath.Glob(filepath.Join(repoRoot(t), chartsrc.CRDSourceDir, "*.yaml"))
+	var files []string
+	for _, dir := range chartsrc.CRDSourceDirs {
+		f, _ := filepath.Glob(filepath.Join(repoRoot(t), dir, "*.yaml"))
+		files = append(files, f...)
+	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {

@@ -1,0 +1,40 @@
+// Package cvicondition names the condition types and reasons of a ClusterVirtualImage's status,
+// as the reference module spells them.
+package cvicondition
+
+// Type is a condition type of a ClusterVirtualImage.
+type Type string
+
+// The condition types.
+const (
+	// DatasourceReadyType: the source is ready to be imported.
+	DatasourceReadyType Type = "DatasourceReady"
+	// ReadyType: the image is imported and can be used.
+	ReadyType Type = "Ready"
+)
+
+// DatasourceReadyReason is a reason of the DatasourceReady condition.
+type DatasourceReadyReason string
+
+// The DatasourceReady reasons.
+const (
+	DatasourceReady                 DatasourceReadyReason = "DatasourceReady"
+	ContainerRegistrySecretNotFound DatasourceReadyReason = "ContainerRegistrySecretNotFound"
+	ImageNotReady                   DatasourceReadyReason = "ImageNotReady"
+	ClusterImageNotReady            DatasourceReadyReason = "ClusterImageNotReady"
+	VirtualDiskNotReady             DatasourceReadyReason = "VirtualDiskNotReady"
+)
+
+// ReadyReason is a reason of the Ready condition.
+type ReadyReason string
+
+// The Ready reasons.
+const (
+	WaitForUserUpload        ReadyReason = "WaitForUserUpload"
+	WaitForUserUploadTimeout ReadyReason = "WaitForUserUploadTimeout"
+	Provisioning             ReadyReason = "Provisioning"
+	ProvisioningNotStarted   ReadyReason = "ProvisioningNotStarted"
+	ProvisioningFailed       ReadyReason = "ProvisioningFailed"
+	Ready                    ReadyReason = "Ready"
+	ImageLost                ReadyReason = "ImageLost"
+)
