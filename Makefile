@@ -117,10 +117,10 @@ test: deps lint $(DEVCLUSTER) ## Lint, then unit and integration tests against a
 	D8V_TEST_KUBECONFIG="$$kc" go test -p 1 -count=1 -timeout 30m $(PKGS)
 
 # Benchmarks that need no cluster; each prints its figures side by side with a baseline.
-BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/
+BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/ ./devstack/test/importer/
 
 .PHONY: bench
-bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json), with ratios.
+bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json; importer vs. curl + qemu-img), with ratios.
 	go test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 
 .PHONY: bench-vms

@@ -6,7 +6,8 @@
 # mkfs.ext4, e2fsck and resize2fs from e2fsprogs), the node side (libvirt with the sysv init variant,
 # since there is no systemd, QEMU for TCG guests, ISO tools for cloud-init) and the tiny guest
 # image (the Debian cloud kernel and a static busybox), and promtool (from the prometheus package)
-# for the chart's alert rules and their unit tests.
+# for the chart's alert rules and their unit tests, and docker-registry (distribution 2.8), which
+# is DVCR, the module's registry, on the local stack and in the importer's tests.
 set -euo pipefail
 
 packages=(
@@ -14,7 +15,7 @@ packages=(
   libvirt-daemon-system libvirt-daemon-system-sysv libvirt-dev pkg-config
   qemu-system-x86 qemu-utils xorriso genisoimage
   busybox-static cpio linux-image-cloud-amd64 syslinux syslinux-common mtools dosfstools
-  prometheus
+  prometheus docker-registry
 )
 
 missing=()

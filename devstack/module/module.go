@@ -177,8 +177,9 @@ func UsersRewriter(s *controlplane.Stack, binDir, kubeconfig string, port int) (
 	}, nil
 }
 
-// Components are the Deployments and the DaemonSet of the module, in the order they come up.
-var Components = []string{"virt-operator", "virt-api", "virt-controller", "virt-handler"}
+// Components are the Deployments and the DaemonSet (the last) of the module, in the order they
+// come up.
+var Components = []string{"virt-operator", "dvcr", "virt-api", "virt-controller", "virt-handler"}
 
 // State is how far the module got.
 type State struct {
@@ -265,7 +266,7 @@ func Observe(ctx context.Context, s *controlplane.Stack) (State, error) {
 			st.Available = false
 		}
 	}
-	for _, name := range Components[:3] {
+	for _, name := range Components[:len(Components)-1] {
 		d, err := kube.AppsV1().Deployments(Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			want := ptrOr(d.Spec.Replicas, 1)

@@ -89,3 +89,15 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* DVCR: the labels that select its pod, its image, its Service and Secrets. */}}
+{{- define "virtualization.dvcrSelector" -}}
+app.kubernetes.io/name: virtualization
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dvcr
+{{- end -}}
+{{- define "virtualization.dvcrImage" -}}
+{{- include "virtualization.image" (dict "root" . "name" "dvcr" "override" .Values.images.dvcr) -}}
+{{- end -}}
+{{- define "virtualization.dvcrService" -}}dvcr{{- end -}}
+{{- define "virtualization.dvcrTLSSecret" -}}dvcr-tls{{- end -}}

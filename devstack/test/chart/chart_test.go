@@ -63,6 +63,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"replicas.core=0", "/replicas/core"},
 		{"dvcr.storage.type=Ceph", "/dvcr/storage/type"},
 		{"dvcr.storage.persistentVolumeClaim.size=lots", "/dvcr/storage/persistentVolumeClaim/size"},
+		{"dvcr.storage.hostPath.path=var/lib/dvcr", "/dvcr/storage/hostPath/path"},
+		{"dvcr.storage.emptyDir.sizeLimit=big", "/dvcr/storage/emptyDir/sizeLimit"},
+		{"images.dvcr.registry=x", "/images/dvcr"},
 		{"featureGates={not-a-gate}", "/featureGates/0"},
 		{"nodePlacement.system.tolerations[0].operator=Maybe", "/nodePlacement/system/tolerations/0/operator"},
 		{"priorityClass.value=2000000000", "/priorityClass/value"},
@@ -193,8 +196,14 @@ func container(t testing.TB, spec corev1.PodSpec, name string) corev1.Container 
 // The cert-manager variant issues the serving certificate instead of the chart.
 func TestCertManager(t *testing.T) {
 	own := decode(t, render(t, "--set", "certManager.enabled=true"))
-	if objsOf(own, "Secret") != nil {
-		t.Errorf("with cert-manager the chart still writes the serving certificate's Secret")
+	for _, s := range objsOf(own, "Secret") {
+		if typ, _, _ := unstructured.NestedString(s.Object, "type"); typ == string(corev1.SecretTypeTLS) {
+			t.Errorf("with cert-manager the chart still writes the serving certificate's Secret %s", s.GetName())
+		}
+	}
+	dvcrCert := find(t, own, "Certificate", "dvcr")
+	if s, _, _ := unstructured.NestedString(dvcrCert.Object, "spec", "secretName"); s != "dvcr-tls" {
+		t.Errorf("DVCR's Certificate secretName %q", s)
 	}
 	cert := find(t, own, "Certificate", "virt-operator-metrics")
 	if s, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); s != "virt-operator-metrics-tls" {
@@ -289,22 +298,52 @@ func TestMetricsPortsBehindKubeRBACProxy(t *testing.T) {
 		for workload, spec := range podSpecs(t, objs) {
 			checkMetricsBehindProxy(t, render+": "+workload, spec, isProxy)
 		}
-		// The metrics Service reaches only the proxies.
-		svc := into[corev1.Service](t, find(t, objs, "Service", "virt-operator-metrics"))
-		for _, p := range svc.Spec.Ports {
-			found := false
-			for _, c := range dep.Spec.Template.Spec.Containers {
-				for _, cp := range c.Ports {
-					if cp.Name == p.TargetPort.String() {
-						found = isKubeRBACProxy(c, proxyImage)
+		// A Service's metrics ports reach only the proxies of the pods it selects.
+		for _, o := range objsOf(objs, "Service") {
+			svc := into[corev1.Service](t, o)
+			for workload, spec := range podSpecs(t, objs) {
+				if !selects(svc.Spec.Selector, templateLabels(t, objs, workload)) {
+					continue
+				}
+				for _, p := range svc.Spec.Ports {
+					if !strings.Contains(p.Name, "metrics") {
+						continue
+					}
+					found := false
+					for _, c := range spec.Containers {
+						for _, cp := range c.Ports {
+							if cp.Name == p.TargetPort.String() {
+								found = isProxy(c)
+							}
+						}
+					}
+					if !found {
+						t.Errorf("%s: Service %s port %s targets %s of %s, which is no kube-rbac-proxy port", render, svc.Name, p.Name, p.TargetPort.String(), workload)
 					}
 				}
 			}
-			if !found {
-				t.Errorf("%s: Service port %s targets %s, which is no kube-rbac-proxy port", render, p.Name, p.TargetPort.String())
-			}
 		}
 	}
+}
+
+// templateLabels are the pod template labels of a workload ("Kind/name").
+func templateLabels(t testing.TB, objs []*unstructured.Unstructured, workload string) map[string]string {
+	t.Helper()
+	kind, name, _ := strings.Cut(workload, "/")
+	labels, _, _ := unstructured.NestedStringMap(find(t, objs, kind, name).Object, "spec", "template", "metadata", "labels")
+	return labels
+}
+
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMetricsBehindProxy checks one pod: every metrics port is a proxy's, every other metrics
@@ -325,6 +364,18 @@ func checkMetricsBehindProxy(t *testing.T, where string, spec corev1.PodSpec, is
 			host, port, err := net.SplitHostPort(value)
 			if err != nil || !loopback(host) {
 				t.Errorf("%s: container %s serves metrics on %q (--%s), not on loopback", where, c.Name, value, name)
+				continue
+			}
+			listeners[port] = c.Name
+		}
+		// Listeners set through the environment: distribution's REGISTRY_HTTP_DEBUG_ADDR.
+		for _, e := range c.Env {
+			if !strings.Contains(e.Name, "METRICS") && !strings.HasSuffix(e.Name, "DEBUG_ADDR") {
+				continue
+			}
+			host, port, err := net.SplitHostPort(e.Value)
+			if err != nil || !loopback(host) {
+				t.Errorf("%s: container %s serves metrics on %q ($%s), not on loopback", where, c.Name, e.Value, e.Name)
 				continue
 			}
 			listeners[port] = c.Name

@@ -43,6 +43,7 @@ const nodeName = "module-e2e"
 // virt-operator, virt-operator's for the rest.
 var serviceAccounts = map[string]string{
 	"virt-operator":   "virt-operator",
+	"dvcr":            "dvcr",
 	"virt-api":        "kubevirt-apiserver",
 	"virt-controller": "kubevirt-controller",
 	"virt-handler":    "kubevirt-handler",
@@ -195,6 +196,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
 	st.install(t, ctx)
 	checkServiceAccounts(t, ctx, st)
+	checkDVCR(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))

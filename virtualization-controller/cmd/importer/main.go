@@ -1,0 +1,214 @@
+// Command importer imports one disk image (contract.Flag*): from an HTTP(S) URL or a registry
+// image, into DVCR or into a file or block device. It serves its progress as Prometheus metrics
+// while it runs and writes a contract.Result to its termination message path when it ends; its
+// exit code is contract.ExitCode of the result's reason.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/d8virt/virtualization-controller/pkg/importer"
+	"github.com/d8virt/virtualization-controller/pkg/importer/cabundle"
+	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importer/convert"
+	"github.com/d8virt/virtualization-controller/pkg/importer/destination"
+	"github.com/d8virt/virtualization-controller/pkg/importer/progress"
+	"github.com/d8virt/virtualization-controller/pkg/importer/registryauth"
+	"github.com/d8virt/virtualization-controller/pkg/importer/source"
+)
+
+type options struct {
+	sourceURL, sourceImage, sourceCA, sourceAuth string
+	sums                                         map[string]*string
+	destImage, destCA, destAuth, destFile        string
+	capacity                                     int64
+	scratch, metrics, termination                string
+	retries                                      int
+}
+
+// parse reads flags, with the environment (contract.EnvPrefix) for flags not given.
+func parse(args []string, getenv func(string) string) (options, error) {
+	o := options{sums: map[string]*string{}}
+	fs := flag.NewFlagSet("importer", flag.ContinueOnError)
+	fs.StringVar(&o.sourceURL, contract.FlagSourceURL, "", "HTTP(S) URL of the disk image (raw, qcow2, vmdk, vdi, ISO; maybe gz or xz)")
+	fs.StringVar(&o.sourceImage, contract.FlagSourceImage, "", "container-disk image to read the disk/ file of")
+	fs.StringVar(&o.sourceCA, contract.FlagSourceCABundle, "", "PEM file of CAs trusted for the source")
+	fs.StringVar(&o.sourceAuth, contract.FlagSourceAuthFile, "", ".dockerconfigjson file for the source image")
+	for _, alg := range []string{contract.FlagMD5, contract.FlagSHA1, contract.FlagSHA256, contract.FlagSHA512} {
+		o.sums[alg] = fs.String(alg, "", "expected "+alg+" of the source as served (hex)")
+	}
+	fs.StringVar(&o.destImage, contract.FlagDestinationImage, "", "DVCR image to push the container disk to")
+	fs.StringVar(&o.destCA, contract.FlagDestinationCABundle, "", "PEM file of DVCR's CA")
+	fs.StringVar(&o.destAuth, contract.FlagDestinationAuthFile, "", ".dockerconfigjson file with DVCR's push credentials")
+	fs.StringVar(&o.destFile, contract.FlagDestinationFile, "", "raw disk file to create, or block device to write")
+	fs.Int64Var(&o.capacity, contract.FlagCapacity, 0, "most bytes the unpacked disk may have (0: the block device's size, or no limit)")
+	fs.StringVar(&o.scratch, contract.FlagScratchDir, os.TempDir(), "directory for images that need qemu-img")
+	fs.StringVar(&o.metrics, contract.FlagMetricsAddress, contract.DefaultMetricsAddress, "address of the progress metrics ("+contract.MetricsPath+")")
+	fs.StringVar(&o.termination, contract.FlagTerminationMessagePath, contract.DefaultTerminationMessagePath, "file the JSON result is written to")
+	fs.IntVar(&o.retries, contract.FlagRetries, 8, "attempts per request on transient network errors")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := contract.EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" && !given[f.Name] {
+			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s: %w", env, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+	if (o.sourceURL == "") == (o.sourceImage == "") {
+		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage)
+	}
+	if (o.destImage == "") == (o.destFile == "") {
+		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagDestinationImage, contract.FlagDestinationFile)
+	}
+	if o.retries < 1 {
+		return o, fmt.Errorf("--%s must be at least 1", contract.FlagRetries)
+	}
+	return o, nil
+}
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	o, err := parse(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		err = contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	var res contract.Result
+	if err == nil {
+		res, err = run(ctx, o, log)
+	}
+	stop()
+	if err != nil {
+		res = contract.Result{Reason: contract.ReasonOf(err), Message: err.Error()}
+		log.Error("import failed", "reason", res.Reason, "error", err)
+	} else {
+		log.Info("import done", "result", res)
+	}
+	if werr := os.WriteFile(o.termination, res.Marshal(), 0o644); werr != nil {
+		log.Error("writing the result", "path", o.termination, "error", werr)
+	}
+	os.Exit(contract.ExitCode(res.Reason))
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, error) {
+	wanted := map[string]string{}
+	for alg, v := range o.sums {
+		wanted[alg] = *v
+	}
+	sums, err := checksum.New(wanted)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		return contract.Result{}, fmt.Errorf("qemu-img: %w", err)
+	}
+	backoff := source.Backoff{Initial: time.Second, Max: 30 * time.Second, Attempts: o.retries}
+	im := &importer.Import{
+		Checksum:   sums,
+		ScratchDir: o.scratch,
+		QemuImg:    convert.QemuImg{Path: qemuImg},
+		Progress:   progress.New(time.Now),
+		Log:        log,
+		Now:        time.Now,
+	}
+	if im.Source, err = newSource(o, backoff, log); err != nil {
+		return contract.Result{}, err
+	}
+	if o.destFile != "" {
+		if im.File, err = destination.OpenFile(o.destFile, o.capacity); err != nil {
+			return contract.Result{}, err
+		}
+	} else {
+		tr, err := cabundle.Transport(o.destCA)
+		if err != nil {
+			return contract.Result{}, contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
+		}
+		keys, err := keychain(o.destAuth)
+		if err != nil {
+			return contract.Result{}, err
+		}
+		im.Registry = &destination.Registry{Image: o.destImage, Keychain: keys, Transport: tr,
+			Backoff: remote.Backoff{Duration: backoff.Initial, Factor: 2, Steps: backoff.Attempts, Cap: backoff.Max}}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(im.Progress)
+	if err := serveMetrics(ctx, o.metrics, reg, log); err != nil {
+		return contract.Result{}, err
+	}
+	return im.Run(ctx)
+}
+
+func newSource(o options, backoff source.Backoff, log *slog.Logger) (importer.Source, error) {
+	tr, err := cabundle.Transport(o.sourceCA)
+	if err != nil {
+		return nil, contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
+	}
+	if o.sourceURL != "" {
+		return &source.HTTP{URL: o.sourceURL, Client: &http.Client{Transport: tr}, Backoff: backoff, Sleep: source.RealSleep, Log: log}, nil
+	}
+	keys, err := keychain(o.sourceAuth)
+	if err != nil {
+		return nil, err
+	}
+	return &source.Registry{Image: o.sourceImage, Keychain: keys, Transport: tr, Backoff: backoff}, nil
+}
+
+func keychain(file string) (authn.Keychain, error) {
+	if file == "" {
+		return registryauth.Keychain{}, nil
+	}
+	k, err := registryauth.Load(file)
+	if err != nil {
+		return nil, contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
+	}
+	return k, nil
+}
+
+// serveMetrics listens now (a bad address fails the import) and serves until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return contract.Errorf(contract.ReasonInvalidArguments, "metrics address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(contract.MetricsPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "error", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return nil
+}

@@ -1,0 +1,135 @@
+package destination
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+)
+
+// Registry pushes container-disk images to Image (DVCR).
+type Registry struct {
+	Image     string
+	Keychain  authn.Keychain
+	Transport http.RoundTripper
+	Backoff   remote.Backoff
+}
+
+// diskOwner is the qemu user KubeVirt's containerDisk files belong to.
+const diskOwner = 107
+
+// Push uploads file as the image's one layer, holding disk/<diskName>, then tags it: the tag
+// exists only once everything is uploaded. It returns the manifest digest.
+//
+// The layer is an uncompressed tar: disks are mostly incompressible or already sparse (qcow2),
+// and gzip (even gzip's stored blocks through go-containerregistry's streaming layer, which
+// hashes twice) cost several times the import itself (docs/importer.md).
+func (g *Registry) Push(ctx context.Context, file, diskName string) (string, error) {
+	ref, err := name.ParseReference(g.Image)
+	if err != nil {
+		return "", contract.Errorf(contract.ReasonInvalidArguments, "destination image %q: %w", g.Image, err)
+	}
+	layer, err := newDiskLayer(file, diskName)
+	if err != nil {
+		return "", err
+	}
+	// The config first: the layer's digests are known only once it is uploaded.
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
+		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: time.Unix(0, 0).UTC()},
+		RootFS: v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	img, err := mutate.AppendLayers(base, layer)
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(g.Keychain),
+		remote.WithTransport(g.Transport), remote.WithRetryBackoff(g.Backoff)); err != nil {
+		return "", contract.Errorf(contract.ReasonDestinationFailed, "pushing %s: %w", g.Image, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", fmt.Errorf("the pushed image's digest: %w", err)
+	}
+	return d.String(), nil
+}
+
+// diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest
+// takes one pass over the file.
+type diskLayer struct {
+	file    string
+	size    int64  // of the file
+	header  []byte // the tar headers of disk/ and disk/<name>
+	digest  v1.Hash
+	tarSize int64
+}
+
+// tarTrailer is what ends a tar: two zero blocks.
+const tarBlock, tarTrailer = 512, 2 * 512
+
+func newDiskLayer(file, name string) (*diskLayer, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("the staged disk: %w", err)
+	}
+	var h bytes.Buffer
+	tw := tar.NewWriter(&h)
+	epoch := time.Unix(0, 0)
+	for _, hdr := range []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: contract.DiskDir, Mode: 0o555, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
+		{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, name), Size: st.Size(), Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
+	} {
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("the layer's tar header: %w", err)
+		}
+	}
+	// WriteHeader has written each header block; the file's data follows in Uncompressed.
+	l := &diskLayer{file: file, size: st.Size(), header: h.Bytes()}
+	rc, err := l.Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if l.digest, l.tarSize, err = v1.SHA256(rc); err != nil {
+		return nil, fmt.Errorf("hashing the layer: %w", err)
+	}
+	return l, nil
+}
+
+func (l *diskLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *diskLayer) DiffID() (v1.Hash, error)            { return l.digest, nil }
+func (l *diskLayer) Size() (int64, error)                { return l.tarSize, nil }
+func (l *diskLayer) MediaType() (types.MediaType, error) { return types.OCIUncompressedLayer, nil }
+func (l *diskLayer) Compressed() (io.ReadCloser, error)  { return l.Uncompressed() }
+
+// Uncompressed reads the tar: the headers, the file, its padding to a block and the trailer.
+func (l *diskLayer) Uncompressed() (io.ReadCloser, error) {
+	src, err := os.Open(l.file)
+	if err != nil {
+		return nil, fmt.Errorf("the staged disk: %w", err)
+	}
+	pad := (tarBlock - l.size%tarBlock) % tarBlock
+	r := io.MultiReader(bytes.NewReader(l.header), io.LimitReader(src, l.size), bytes.NewReader(make([]byte, pad+tarTrailer)))
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, src}, nil
+}

@@ -1,0 +1,145 @@
+package importer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importer/destination"
+	"github.com/d8virt/virtualization-controller/pkg/importer/progress"
+	"github.com/d8virt/virtualization-controller/pkg/importer/source"
+)
+
+func TestPlanFor(t *testing.T) {
+	cases := []struct {
+		format     string
+		toRegistry bool
+		want       plan
+	}{
+		{contract.FormatRaw, false, plan{stream: true}},
+		{contract.FormatISO, false, plan{stream: true}},
+		{contract.FormatQcow2, false, plan{check: true, convertTo: contract.FormatRaw}},
+		{contract.FormatVMDK, false, plan{convertTo: contract.FormatRaw}},
+		{contract.FormatVDI, false, plan{convertTo: contract.FormatRaw}},
+		{contract.FormatRaw, true, plan{convertTo: contract.FormatQcow2, diskName: "disk.qcow2"}},
+		{contract.FormatISO, true, plan{diskName: "disk.iso"}},
+		{contract.FormatQcow2, true, plan{check: true, diskName: "disk.qcow2"}},
+		{contract.FormatVMDK, true, plan{convertTo: contract.FormatQcow2, diskName: "disk.qcow2"}},
+		{contract.FormatVDI, true, plan{convertTo: contract.FormatQcow2, diskName: "disk.qcow2"}},
+	}
+	for _, tc := range cases {
+		if got := planFor(tc.format, tc.toRegistry); got != tc.want {
+			t.Errorf("planFor(%s, registry=%v) = %+v, want %+v", tc.format, tc.toRegistry, got, tc.want)
+		}
+	}
+}
+
+// bytesSource is a source in memory.
+type bytesSource struct {
+	data []byte
+	size int64
+}
+
+func (b bytesSource) Open(context.Context) (source.Stream, error) {
+	return source.Stream{ReadCloser: io.NopCloser(bytes.NewReader(b.data)), Size: b.size}, nil
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// The streamed path into a file (raw and ISO need no qemu-img).
+func TestRunToFile(t *testing.T) {
+	raw := append(bytes.Repeat([]byte{0xeb, 0x3c, 0x90, 0}, 128<<10), make([]byte, 1<<20)...) // 1.5 MiB
+	iso := make([]byte, 64<<10)
+	copy(iso[0x8001:], "CD001")
+	cases := []struct {
+		name     string
+		data     []byte
+		size     int64
+		sha      string
+		capacity int64
+		want     contract.Result
+		reason   contract.Reason
+	}{
+		{name: "raw", data: raw, size: int64(len(raw)), sha: sum(raw),
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatRaw, UnpackedSize: int64(len(raw)), SourceSize: int64(len(raw))}},
+		{name: "gzipped raw, size unknown", data: gz(raw), size: -1, sha: sum(gz(raw)),
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatRaw, UnpackedSize: int64(len(raw)), SourceSize: int64(len(gz(raw)))}},
+		{name: "iso", data: iso, size: int64(len(iso)),
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatISO, CDROM: true, UnpackedSize: int64(len(iso)), SourceSize: int64(len(iso))}},
+		{name: "checksum mismatch", data: raw, size: int64(len(raw)), sha: sum(iso), reason: contract.ReasonChecksumMismatch},
+		{name: "too large, known from Content-Length", data: raw, size: int64(len(raw)), capacity: 1 << 20, reason: contract.ReasonTooLarge},
+		{name: "too large, gzipped", data: gz(raw), size: -1, capacity: 1 << 20, reason: contract.ReasonTooLarge},
+		{name: "truncated raw", data: raw[:1000], size: 1000, reason: contract.ReasonNotDiskImage},
+		{name: "text", data: []byte("404 page not found\n"), size: 19, reason: contract.ReasonNotDiskImage},
+		{name: "gzip in gzip", data: gz(gz(raw)), size: -1, reason: contract.ReasonUnsupportedFormat},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "disk.img")
+			sums, err := checksum.New(map[string]string{"sha256": tc.sha})
+			if err != nil {
+				t.Fatal(err)
+			}
+			file, err := destination.OpenFile(path, tc.capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Unix(0, 0)
+			im := &Import{
+				Source: bytesSource{tc.data, tc.size}, Checksum: sums, File: file, ScratchDir: t.TempDir(),
+				Progress: progress.New(func() time.Time { return now }), Now: func() time.Time { return now },
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			res, err := im.Run(context.Background())
+			if tc.reason != "" {
+				if contract.ReasonOf(err) != tc.reason {
+					t.Fatalf("Run = %+v, %v; want %s", res, err, tc.reason)
+				}
+				if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+					t.Fatalf("a failed import left %v", left)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.StoredSize = 0 // the file system's
+			if res != tc.want {
+				t.Fatalf("result %+v, want %+v", res, tc.want)
+			}
+			got, _ := os.ReadFile(path)
+			want := raw
+			if tc.want.CDROM {
+				want = iso
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("the disk differs from the source")
+			}
+			if s := im.Progress.Snapshot(); s.Ratio != 1 {
+				t.Fatalf("progress %+v at the end", s)
+			}
+		})
+	}
+}
