@@ -41,7 +41,9 @@ const (
 func Repository(name string) string { return "cvi/" + name }
 
 // RegistryURL is where virtual machines pull the image from (status.target.registryURL).
-func (c PodConfig) RegistryURL(name string) string { return c.DVCRPullAddress + "/" + Repository(name) + ":latest" }
+func (c PodConfig) RegistryURL(name string) string {
+	return c.DVCRPullAddress + "/" + Repository(name) + ":latest"
+}
 
 // PodName is the importer Pod's name for the image name: "cvi-importer-<name>", shortened with a
 // hash when that would not be a valid Pod name (at most 253 characters).
