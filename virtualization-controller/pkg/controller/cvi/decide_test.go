@@ -62,9 +62,15 @@ func TestDecide(t *testing.T) {
 		{"container terminated, pod still running", image(), importer("1", exited(`{"reason":"Completed"}`, 0), func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), StepRecordResult},
 		{"pod failed", image(), importer("1", exited(`{"reason":"ChecksumMismatch"}`, 20)), StepRecordResult},
 		{"pod of an older image of that name", image(), importer("0"), StepDeletePod},
-		{"ready, pod left", image(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageReady, 1 }), importer("1", exited("", 0)), StepDeletePod},
-		{"ready", image(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageReady, 1 }), nil, StepNone},
-		{"failed", image(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageFailed, 1 }), nil, StepNone},
+		{"ready, pod left", image(func(c *v1alpha2.ClusterVirtualImage) {
+			c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageReady, 1
+		}), importer("1", exited("", 0)), StepDeletePod},
+		{"ready", image(func(c *v1alpha2.ClusterVirtualImage) {
+			c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageReady, 1
+		}), nil, StepNone},
+		{"failed", image(func(c *v1alpha2.ClusterVirtualImage) {
+			c.Status.Phase, c.Status.ObservedGeneration = v1alpha2.ImageFailed, 1
+		}), nil, StepNone},
 		{"ready for an older generation", image(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase, c.Generation = v1alpha2.ImageReady, 2 }), nil, StepCreatePod},
 		{"registry source", image(func(c *v1alpha2.ClusterVirtualImage) {
 			c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "r/i"}}
