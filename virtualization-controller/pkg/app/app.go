@@ -24,6 +24,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
@@ -91,7 +92,7 @@ func run(ctx context.Context, o Options) error {
 		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
-	r := cvi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), pods, scraper, clock.RealClock{}, mgr.GetEventRecorder(cvi.EventSource), o.ProgressInterval)
+	r := cvi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), pods, scraper, dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile), clock.RealClock{}, mgr.GetEventRecorder(cvi.EventSource), o.ProgressInterval)
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}

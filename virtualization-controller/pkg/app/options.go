@@ -30,6 +30,10 @@ type Options struct {
 	// DVCRPusherSecret (.dockerconfigjson) and DVCRTLSSecret (ca.crt) are Secrets in Namespace.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
+	// DVCRAuthFile and DVCRCAFile are the same Secrets mounted into the controller's own Pod:
+	// it deletes a deleted image's manifest from DVCR with them.
+	DVCRAuthFile string
+	DVCRCAFile   string
 	// ProgressInterval is how often a running import's progress is read into status.
 	ProgressInterval time.Duration
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
@@ -51,6 +55,8 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRPullAddress, "dvcr-pull-address", "", "DVCR's read-only address, host[:port], for status.target.registryURL (required)")
 	fs.StringVar(&o.DVCRPusherSecret, "dvcr-pusher-secret", "dvcr-pusher", "Secret (kubernetes.io/dockerconfigjson) with DVCR's push credentials, in --namespace")
 	fs.StringVar(&o.DVCRTLSSecret, "dvcr-tls-secret", "dvcr-tls", "Secret with DVCR's CA (ca.crt), in --namespace")
+	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
+	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +88,12 @@ func (o Options) validate() error {
 	}
 	if o.DVCRPullAddress == "" {
 		errs = append(errs, errors.New("--dvcr-pull-address is required"))
+	}
+	if o.DVCRAuthFile == "" {
+		errs = append(errs, errors.New("--dvcr-auth-file is required"))
+	}
+	if o.DVCRCAFile == "" {
+		errs = append(errs, errors.New("--dvcr-ca-file is required"))
 	}
 	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-tls-secret": o.DVCRTLSSecret} {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {

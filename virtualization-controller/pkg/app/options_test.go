@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseOptions(t *testing.T) {
-	required := []string{"--namespace=d8-virtualization", "--importer-image=importer:1", "--dvcr-address=dvcr.d8-virtualization.svc:5000", "--dvcr-pull-address=dvcr.d8-virtualization.svc"}
+	required := []string{"--namespace=d8-virtualization", "--importer-image=importer:1", "--dvcr-address=dvcr.d8-virtualization.svc:5000", "--dvcr-pull-address=dvcr.d8-virtualization.svc", "--dvcr-auth-file=/a", "--dvcr-ca-file=/c"}
 	cases := []struct {
 		name    string
 		args    []string
@@ -28,9 +28,10 @@ func TestParseOptions(t *testing.T) {
 			}
 		}},
 		{name: "nothing", args: nil, wantErr: "--namespace is required"},
-		{name: "no importer image", args: []string{"--namespace=ns", "--dvcr-address=d:5000", "--dvcr-pull-address=d"}, wantErr: "--importer-image is required"},
+		{name: "no importer image", args: []string{"--namespace=ns", "--dvcr-address=d:5000", "--dvcr-pull-address=d", "--dvcr-auth-file=/a", "--dvcr-ca-file=/c"}, wantErr: "--importer-image is required"},
 		{name: "no dvcr", args: []string{"--namespace=ns", "--importer-image=i"}, wantErr: "--dvcr-address is required"},
 		{name: "no dvcr pull address", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=d:1"}, wantErr: "--dvcr-pull-address is required"},
+		{name: "no dvcr files", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=d:1", "--dvcr-pull-address=d"}, wantErr: "--dvcr-auth-file is required\n--dvcr-ca-file is required"},
 		{name: "dvcr without port", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=dvcr"}, wantErr: `--dvcr-address "dvcr": want host:port`},
 		{name: "bad namespace", args: []string{"--namespace=Bad_NS", "--importer-image=i", "--dvcr-address=d:1"}, wantErr: `--namespace "Bad_NS"`},
 		{name: "bad secret", args: append(required, "--dvcr-tls-secret=No!"), wantErr: `--dvcr-tls-secret "No!"`},

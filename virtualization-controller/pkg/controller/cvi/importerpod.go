@@ -23,7 +23,7 @@ type PodConfig struct {
 	// DVCRAddress is DVCR's push address (host:port); DVCRPullAddress its read-only one.
 	DVCRAddress     string
 	DVCRPullAddress string
-	// DVCRPusherSecret holds .dockerconfigjson, DVCRTLSSecret ca.crt.
+	// DVCRPusherSecret holds .dockerconfigjson, DVCRTLSSecret ca.crt: importer Pods mount them.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
 }
@@ -43,6 +43,11 @@ func Repository(name string) string { return "cvi/" + name }
 // RegistryURL is where virtual machines pull the image from (status.target.registryURL).
 func (c PodConfig) RegistryURL(name string) string {
 	return c.DVCRPullAddress + "/" + Repository(name) + ":latest"
+}
+
+// PushRef is the image in DVCR at its push address, as the importer pushes it.
+func (c PodConfig) PushRef(name string) string {
+	return c.DVCRAddress + "/" + Repository(name) + ":latest"
 }
 
 // PodName is the importer Pod's name for the image name: "cvi-importer-<name>", shortened with a
@@ -69,7 +74,7 @@ func (c PodConfig) ImporterPod(cvi *v1alpha2.ClusterVirtualImage) *corev1.Pod {
 	h := cvi.Spec.DataSource.HTTP
 	args := []string{
 		flag(contract.FlagSourceURL, h.URL),
-		flag(contract.FlagDestinationImage, c.DVCRAddress+"/"+Repository(cvi.Name)+":latest"),
+		flag(contract.FlagDestinationImage, c.PushRef(cvi.Name)),
 		flag(contract.FlagDestinationCABundle, path.Join(caDir, "ca.crt")),
 		flag(contract.FlagDestinationAuthFile, path.Join(authDir, corev1.DockerConfigJsonKey)),
 		flag(contract.FlagScratchDir, scratchDir),

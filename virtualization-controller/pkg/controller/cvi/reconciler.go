@@ -31,6 +31,11 @@ type ProgressReader interface {
 	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
 }
 
+// ImageDeleter removes an image from DVCR; one that is not there is no error.
+type ImageDeleter interface {
+	Delete(ctx context.Context, ref string) error
+}
+
 // Reconciler carries out Decide, one step per reconcile. It is level-based: each reconcile
 // reads the image and its importer Pod afresh.
 type Reconciler struct {
@@ -40,6 +45,7 @@ type Reconciler struct {
 	apiReader client.Reader
 	pods      PodConfig
 	progress  ProgressReader
+	images    ImageDeleter
 	clock     clock.PassiveClock
 	recorder  events.EventRecorder
 	// interval is how often a running import's progress is read.
@@ -47,8 +53,8 @@ type Reconciler struct {
 }
 
 // NewReconciler wires a Reconciler.
-func NewReconciler(c client.Client, apiReader client.Reader, pods PodConfig, progress ProgressReader, clk clock.PassiveClock, recorder events.EventRecorder, interval time.Duration) *Reconciler {
-	return &Reconciler{client: c, apiReader: apiReader, pods: pods, progress: progress, clock: clk, recorder: recorder, interval: interval}
+func NewReconciler(c client.Client, apiReader client.Reader, pods PodConfig, progress ProgressReader, images ImageDeleter, clk clock.PassiveClock, recorder events.EventRecorder, interval time.Duration) *Reconciler {
+	return &Reconciler{client: c, apiReader: apiReader, pods: pods, progress: progress, images: images, clock: clk, recorder: recorder, interval: interval}
 }
 
 // SetupWithManager watches ClusterVirtualImages and the importer Pods they own.
@@ -81,6 +87,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if pod != nil {
 			return ctrl.Result{}, r.deletePod(ctx, cvi, pod)
 		}
+		ref := r.pods.PushRef(cvi.Name)
+		if err := r.images.Delete(ctx, ref); err != nil {
+			r.recorder.Eventf(cvi, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Delete", "Error deleting %s from DVCR: %v", ref, err)
+			return ctrl.Result{}, fmt.Errorf("delete image from DVCR: %w", err)
+		}
+		log.FromContext(ctx).Info("image deleted from DVCR", "image", ref)
 		patch := client.MergeFrom(cvi.DeepCopy())
 		controllerutil.RemoveFinalizer(cvi, Finalizer)
 		return ctrl.Result{}, wrap("remove finalizer", r.client.Patch(ctx, cvi, patch))

@@ -32,7 +32,18 @@ func (f *fixedProgress) Scrape(_ context.Context, url string) (importerprogress.
 	return f.p, f.err
 }
 
+type deletedImages struct {
+	refs []string
+	err  error
+}
+
+func (d *deletedImages) Delete(_ context.Context, ref string) error {
+	d.refs = append(d.refs, ref)
+	return d.err
+}
+
 type world struct {
+	images   *deletedImages
 	t        *testing.T
 	c        client.Client
 	r        *Reconciler
@@ -49,8 +60,8 @@ func newWorld(t *testing.T, objs ...client.Object) *world {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha2.ClusterVirtualImage{}).Build()
-	w := &world{t: t, c: c, recorder: events.NewFakeRecorder(20), progress: &fixedProgress{p: importerprogress.Progress{Ratio: 0.5, SpeedBytes: 2048, AverageSpeedBytes: 1024}}}
-	w.r = NewReconciler(c, c, testConfig, w.progress, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), w.recorder, 2*time.Second)
+	w := &world{t: t, c: c, images: &deletedImages{}, recorder: events.NewFakeRecorder(20), progress: &fixedProgress{p: importerprogress.Progress{Ratio: 0.5, SpeedBytes: 2048, AverageSpeedBytes: 1024}}}
+	w.r = NewReconciler(c, c, testConfig, w.progress, w.images, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), w.recorder, 2*time.Second)
 	return w
 }
 
@@ -182,6 +193,7 @@ func TestReconcileImportFailed(t *testing.T) {
 func TestReconcileDeleteWhileImporting(t *testing.T) {
 	w := newWorld(t, image())
 	w.reconcile()
+	w.event("Provisioning")
 	if err := w.c.Delete(context.Background(), w.image()); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +201,16 @@ func TestReconcileDeleteWhileImporting(t *testing.T) {
 	if w.pod() != nil {
 		t.Fatal("importer pod left")
 	}
-	w.reconcile() // then the finalizer
+	w.images.err = errors.New("DVCR is down") // the image must leave DVCR before the finalizer goes
+	if _, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Name: "tiny"}}); err == nil {
+		t.Fatal("finalizer removed while DVCR still holds the image")
+	}
+	w.event("Warning FailedDeleteImage Error deleting dvcr.d8-virtualization.svc:5000/cvi/tiny:latest from DVCR: DVCR is down")
+	w.images.err = nil
+	w.reconcile() // then the image in DVCR and the finalizer
+	if got := w.images.refs; len(got) != 2 || got[1] != "dvcr.d8-virtualization.svc:5000/cvi/tiny:latest" {
+		t.Fatalf("deleted from DVCR: %v", got)
+	}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Name: "tiny"}, &v1alpha2.ClusterVirtualImage{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("image not deleted: %v", err)
 	}
