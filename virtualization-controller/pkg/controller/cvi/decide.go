@@ -100,6 +100,14 @@ func unsupported(ds v1alpha2.ClusterVirtualImageDataSource) string {
 	return ""
 }
 
+// InDVCR says whether DVCR may hold the image: it is Ready, or an import ran and may have pushed
+// before it was recorded. A failed import pushes no tag (the importer pushes the manifest last),
+// and a Pending image never started one.
+func InDVCR(cvi *v1alpha2.ClusterVirtualImage) bool {
+	p := cvi.Status.Phase
+	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning
+}
+
 // importerContainer is the name of the importer Pod's one container.
 const importerContainer = "importer"
 

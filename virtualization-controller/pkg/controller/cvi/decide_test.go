@@ -110,3 +110,11 @@ func TestResultOf(t *testing.T) {
 		})
 	}
 }
+
+func TestInDVCR(t *testing.T) {
+	for phase, want := range map[v1alpha2.ImagePhase]bool{"": false, v1alpha2.ImagePending: false, v1alpha2.ImageProvisioning: true, v1alpha2.ImageReady: true, v1alpha2.ImageFailed: false} {
+		if got := InDVCR(image(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase = phase })); got != want {
+			t.Errorf("%q: %v, want %v", phase, got, want)
+		}
+	}
+}

@@ -87,12 +87,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if pod != nil {
 			return ctrl.Result{}, r.deletePod(ctx, cvi, pod)
 		}
-		ref := r.pods.PushRef(cvi.Name)
-		if err := r.images.Delete(ctx, ref); err != nil {
-			r.recorder.Eventf(cvi, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Delete", "Error deleting %s from DVCR: %v", ref, err)
-			return ctrl.Result{}, fmt.Errorf("delete image from DVCR: %w", err)
+		if InDVCR(cvi) {
+			ref := r.pods.PushRef(cvi.Name)
+			if err := r.images.Delete(ctx, ref); err != nil {
+				r.recorder.Eventf(cvi, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Delete", "Error deleting %s from DVCR: %v", ref, err)
+				return ctrl.Result{}, fmt.Errorf("delete image from DVCR: %w", err)
+			}
+			log.FromContext(ctx).Info("image deleted from DVCR", "image", ref)
 		}
-		log.FromContext(ctx).Info("image deleted from DVCR", "image", ref)
 		patch := client.MergeFrom(cvi.DeepCopy())
 		controllerutil.RemoveFinalizer(cvi, Finalizer)
 		return ctrl.Result{}, wrap("remove finalizer", r.client.Patch(ctx, cvi, patch))

@@ -188,6 +188,13 @@ func TestReconcileImportFailed(t *testing.T) {
 	if w.pod() != nil {
 		t.Fatal("importer pod left")
 	}
+	if err := w.c.Delete(context.Background(), w.image()); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	if len(w.images.refs) != 0 {
+		t.Fatalf("a failed import pushed nothing, yet DVCR was asked to delete %v", w.images.refs)
+	}
 }
 
 func TestReconcileDeleteWhileImporting(t *testing.T) {
