@@ -14,6 +14,7 @@ import (
 // (docs/virtualization-controller.md).
 func checkClusterVirtualImage(t *testing.T, st *stack) {
 	t.Helper()
+	t.Log("virtualization-controller: a ClusterVirtualImage gets its finalizer, status and Event, and is deleted")
 	kc := st.s.KubeconfigPath()
 	manifest := filepath.Join(t.TempDir(), "cvi.yaml")
 	if err := os.WriteFile(manifest, []byte(`apiVersion: virtualization.deckhouse.io/v1alpha2
