@@ -101,3 +101,18 @@ app.kubernetes.io/component: dvcr
 {{- end -}}
 {{- define "virtualization.dvcrService" -}}dvcr{{- end -}}
 {{- define "virtualization.dvcrTLSSecret" -}}dvcr-tls{{- end -}}
+
+{{/* virtualization-controller: the labels that select its pods, its images, its metrics Service and Secret. */}}
+{{- define "virtualization.controllerSelector" -}}
+app.kubernetes.io/name: virtualization
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: virtualization-controller
+{{- end -}}
+{{- define "virtualization.controllerImage" -}}
+{{- include "virtualization.image" (dict "root" . "name" "virtualization-controller" "override" .Values.images.virtualizationController) -}}
+{{- end -}}
+{{- define "virtualization.importerImage" -}}
+{{- include "virtualization.image" (dict "root" . "name" "importer" "override" .Values.images.importer) -}}
+{{- end -}}
+{{- define "virtualization.controllerMetricsService" -}}virtualization-controller-metrics{{- end -}}
+{{- define "virtualization.controllerMetricsTLSSecret" -}}virtualization-controller-metrics-tls{{- end -}}

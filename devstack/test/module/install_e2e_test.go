@@ -43,11 +43,12 @@ const nodeName = "module-e2e"
 // serviceAccounts are the accounts each component's pods must run as: the chart's for
 // virt-operator, virt-operator's for the rest.
 var serviceAccounts = map[string]string{
-	"virt-operator":   "virt-operator",
-	"dvcr":            "dvcr",
-	"virt-api":        "kubevirt-apiserver",
-	"virt-controller": "kubevirt-controller",
-	"virt-handler":    "kubevirt-handler",
+	"virt-operator":             "virt-operator",
+	"dvcr":                      "dvcr",
+	"virtualization-controller": "virtualization-controller",
+	"virt-api":                  "kubevirt-apiserver",
+	"virt-controller":           "kubevirt-controller",
+	"virt-handler":              "kubevirt-handler",
 }
 
 type stack struct {
@@ -70,6 +71,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
 		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
+		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 		"./devstack/cmd/node-agent")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
@@ -196,6 +198,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	st.install(t, ctx)
 	checkServiceAccounts(t, ctx, st)
 	checkDVCR(t, ctx, st)
+	checkClusterVirtualImage(t, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))

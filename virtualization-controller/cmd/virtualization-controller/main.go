@@ -1,18 +1,14 @@
-// Command virtualization-controller reconciles the virtualization.deckhouse.io kinds onto the internal KubeVirt core.
+// Command virtualization-controller reconciles the virtualization.deckhouse.io kinds.
 package main
 
 import (
-	"flag"
-	"fmt"
 	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/d8virt/virtualization-controller/pkg/app"
 )
 
 func main() {
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "virtualization-controller: reconciles the virtualization.deckhouse.io kinds onto the internal KubeVirt core\n\nUsage: virtualization-controller [flags]\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	fmt.Fprintln(os.Stderr, "virtualization-controller: not implemented yet")
-	os.Exit(2)
+	os.Exit(app.NewCommand().Run(ctrl.SetupSignalHandler(), os.Args[1:]))
 }

@@ -1,0 +1,110 @@
+// Package app is virtualization-controller's command: its options and the manager they build.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options are the command's flags, parsed and checked.
+type Options struct {
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	MetricsBindAddress      string
+	HealthProbeBindAddress  string
+	// Namespace is the module's namespace: importer Pods run there, DVCR's Secrets are there.
+	Namespace string
+	// ImporterImage is the image of importer Pods.
+	ImporterImage string
+	// DVCRAddress is DVCR's push address (host:port), e.g. dvcr.d8-virtualization.svc:5000.
+	DVCRAddress string
+	// DVCRPullAddress is DVCR's read-only address that virtual machines pull from, e.g.
+	// dvcr.d8-virtualization.svc: status.target.registryURL names the image there.
+	DVCRPullAddress string
+	// DVCRPusherSecret (.dockerconfigjson) and DVCRTLSSecret (ca.crt) are Secrets in Namespace.
+	DVCRPusherSecret string
+	DVCRTLSSecret    string
+	// DVCRAuthFile and DVCRCAFile are the same Secrets mounted into the controller's own Pod:
+	// it deletes a deleted image's manifest from DVCR with them.
+	DVCRAuthFile string
+	DVCRCAFile   string
+	// ProgressInterval is how often a running import's progress is read into status.
+	ProgressInterval time.Duration
+	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
+	LogLevel string
+}
+
+// ParseOptions parses args (without the program name). Usage and errors go to output.
+func ParseOptions(args []string, output io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("virtualization-controller", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one active replica through a Lease")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease; empty means --namespace")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "/healthz and /readyz")
+	fs.StringVar(&o.Namespace, "namespace", "", "the module's namespace: importer Pods and DVCR's Secrets (required)")
+	fs.StringVar(&o.ImporterImage, "importer-image", "", "image of importer Pods (required)")
+	fs.StringVar(&o.DVCRAddress, "dvcr-address", "", "DVCR's push address, host:port (required)")
+	fs.StringVar(&o.DVCRPullAddress, "dvcr-pull-address", "", "DVCR's read-only address, host[:port], for status.target.registryURL (required)")
+	fs.StringVar(&o.DVCRPusherSecret, "dvcr-pusher-secret", "dvcr-pusher", "Secret (kubernetes.io/dockerconfigjson) with DVCR's push credentials, in --namespace")
+	fs.StringVar(&o.DVCRTLSSecret, "dvcr-tls-secret", "dvcr-tls", "Secret with DVCR's CA (ca.crt), in --namespace")
+	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
+	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
+	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.Namespace
+	}
+	return o, o.validate()
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("--namespace is required"))
+	} else if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--namespace %q: %s", o.Namespace, msgs[0]))
+	}
+	if o.ImporterImage == "" {
+		errs = append(errs, errors.New("--importer-image is required"))
+	}
+	if o.DVCRAddress == "" {
+		errs = append(errs, errors.New("--dvcr-address is required"))
+	} else if _, _, err := net.SplitHostPort(o.DVCRAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--dvcr-address %q: want host:port: %w", o.DVCRAddress, err))
+	}
+	if o.DVCRPullAddress == "" {
+		errs = append(errs, errors.New("--dvcr-pull-address is required"))
+	}
+	if o.DVCRAuthFile == "" {
+		errs = append(errs, errors.New("--dvcr-auth-file is required"))
+	}
+	if o.DVCRCAFile == "" {
+		errs = append(errs, errors.New("--dvcr-ca-file is required"))
+	}
+	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-tls-secret": o.DVCRTLSSecret} {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
+		}
+	}
+	if o.ProgressInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	}
+	if _, err := parseLevel(o.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package app
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseOptions(t *testing.T) {
+	required := []string{"--namespace=d8-virtualization", "--importer-image=importer:1", "--dvcr-address=dvcr.d8-virtualization.svc:5000", "--dvcr-pull-address=dvcr.d8-virtualization.svc", "--dvcr-auth-file=/a", "--dvcr-ca-file=/c"}
+	cases := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o Options)
+	}{
+		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
+			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
+				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRTLSSecret != "dvcr-tls" ||
+				o.ProgressInterval != 2*time.Second || o.LogLevel != "info" {
+				t.Errorf("defaults: %+v", o)
+			}
+		}},
+		{name: "leader namespace given", args: append(required, "--leader-election-namespace=other", "--leader-elect=false"), check: func(t *testing.T, o Options) {
+			if o.LeaderElect || o.LeaderElectionNamespace != "other" {
+				t.Errorf("%+v", o)
+			}
+		}},
+		{name: "nothing", args: nil, wantErr: "--namespace is required"},
+		{name: "no importer image", args: []string{"--namespace=ns", "--dvcr-address=d:5000", "--dvcr-pull-address=d", "--dvcr-auth-file=/a", "--dvcr-ca-file=/c"}, wantErr: "--importer-image is required"},
+		{name: "no dvcr", args: []string{"--namespace=ns", "--importer-image=i"}, wantErr: "--dvcr-address is required"},
+		{name: "no dvcr pull address", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=d:1"}, wantErr: "--dvcr-pull-address is required"},
+		{name: "no dvcr files", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=d:1", "--dvcr-pull-address=d"}, wantErr: "--dvcr-auth-file is required\n--dvcr-ca-file is required"},
+		{name: "dvcr without port", args: []string{"--namespace=ns", "--importer-image=i", "--dvcr-address=dvcr"}, wantErr: `--dvcr-address "dvcr": want host:port`},
+		{name: "bad namespace", args: []string{"--namespace=Bad_NS", "--importer-image=i", "--dvcr-address=d:1"}, wantErr: `--namespace "Bad_NS"`},
+		{name: "bad secret", args: append(required, "--dvcr-tls-secret=No!"), wantErr: `--dvcr-tls-secret "No!"`},
+		{name: "zero interval", args: append(required, "--progress-interval=0s"), wantErr: "--progress-interval 0s: must be positive"},
+		{name: "bad level", args: append(required, "--log-level=loud"), wantErr: `--log-level "loud"`},
+		{name: "unknown flag", args: append(required, "--nope"), wantErr: "flag provided but not defined: -nope"},
+		{name: "extra argument", args: append(required, "extra"), wantErr: `unexpected arguments: ["extra"]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := ParseOptions(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o)
+		})
+	}
+}

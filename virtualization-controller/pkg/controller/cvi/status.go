@@ -1,0 +1,94 @@
+package cvi
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+)
+
+// The status builders below are pure: each returns the status cvi should have, with
+// conditions stamped at now when they change.
+
+// PendingStatus: the source cannot be imported; why is the DatasourceReady message.
+func PendingStatus(cvi *v1alpha2.ClusterVirtualImage, why string, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
+	s := *cvi.Status.DeepCopy()
+	s.Phase = v1alpha2.ImagePending
+	s.ObservedGeneration = cvi.Generation
+	setCondition(&s, cvi.Generation, now, string(cvicondition.DatasourceReadyType), metav1.ConditionFalse, "UnsupportedDataSource", why)
+	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted), "the import has not started: "+why)
+	return s
+}
+
+// ProvisioningStatus: the import runs; p is its progress when it could be read.
+func ProvisioningStatus(cvi *v1alpha2.ClusterVirtualImage, p *importerprogress.Progress, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
+	s := *cvi.Status.DeepCopy()
+	s.Phase = v1alpha2.ImageProvisioning
+	s.ObservedGeneration = cvi.Generation
+	if s.Progress == "" {
+		s.Progress = "0%"
+	}
+	if p != nil {
+		if p.Ratio >= 0 {
+			s.Progress = strconv.FormatFloat(100*p.Ratio, 'f', 1, 64) + "%"
+		}
+		s.DownloadSpeed = &v1alpha2.StatusSpeed{
+			Avg: humanSize(int64(p.AverageSpeedBytes)) + "/s", AvgBytes: strconv.FormatInt(int64(p.AverageSpeedBytes), 10),
+			Current: humanSize(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
+		}
+	}
+	setCondition(&s, cvi.Generation, now, string(cvicondition.DatasourceReadyType), metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
+	return s
+}
+
+// ResultStatus: the importer ended with r. A failure keeps the importer's reason in the Ready
+// condition's message, so `kubectl describe` says what to fix.
+func ResultStatus(cvi *v1alpha2.ClusterVirtualImage, r contract.Result, registryURL string, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
+	s := *cvi.Status.DeepCopy()
+	s.ObservedGeneration = cvi.Generation
+	s.DownloadSpeed = nil
+	if r.Reason != contract.ReasonCompleted {
+		s.Phase = v1alpha2.ImageFailed
+		setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.ProvisioningFailed), fmt.Sprintf("%s: %s", r.Reason, r.Message))
+		return s
+	}
+	s.Phase = v1alpha2.ImageReady
+	s.Progress = "100%"
+	s.Format = r.Format
+	s.CDROM = r.CDROM
+	s.Size = v1alpha2.ImageStatusSize{
+		Stored: humanSize(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
+		Unpacked: humanSize(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
+	}
+	s.Target.RegistryURL = registryURL
+	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionTrue, string(cvicondition.Ready), "")
+	return s
+}
+
+func setCondition(s *v1alpha2.ClusterVirtualImageStatus, gen int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: now,
+	})
+}
+
+// humanSize is n bytes in binary units with one decimal, as the reference module shows sizes
+// (e.g. 17.9Mi); below 1 KiB it is n followed by B.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + string("KMGTPE"[exp]) + "i"
+}
