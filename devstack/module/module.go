@@ -155,8 +155,14 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface) error {
 	return err
 }
 
+// KubeconfigPath is a kubeconfig for people: kubectl speaks kubevirt.io through the users'
+// rewriter (UsersRewriter); make console uses it.
+func KubeconfigPath(s *controlplane.Stack) string {
+	return filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
+}
+
 // UsersRewriter is a kube-api-rewriter for people on this machine, with the admin's credentials:
-// kubeconfig (core.KubeconfigPath, which make console uses) lets kubectl speak kubevirt.io. It
+// kubeconfig (KubeconfigPath) lets kubectl speak kubevirt.io. It
 // listens on 127.0.0.1:port (api) and port+1 (health).
 func UsersRewriter(s *controlplane.Stack, binDir, kubeconfig string, port int) (controlplane.Component, error) {
 	abs, err := filepath.Abs(binDir)

@@ -8,9 +8,7 @@ package module
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,17 +16,16 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
+	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
@@ -53,6 +50,7 @@ var serviceAccounts = map[string]string{
 
 type stack struct {
 	s        *controlplane.Stack
+	c        *moduletest.Cluster
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
@@ -67,16 +65,6 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
-		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
-		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
-		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-		"./devstack/cmd/node-agent")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	img, err := guest.BuildImage(ctx)
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
@@ -86,71 +74,24 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
 		t.Fatal(err)
 	}
-
-	base, err := testenv.FreePortBase(env.Net)
+	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{nodeName}, ImageStore: store,
+		Set: prometheusValues, Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := controlplane.New(controlplane.Config{StateDir: t.TempDir(), BinDir: controlplane.BinDir(), PortBase: base, Net: env.Net})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(s.Config().StateDir, "nodes", nodeName)
 	t.Cleanup(func() {
 		if t.Failed() {
-			coretest.DumpLogs(t, s)
+			c.Logs(testWriter{t})
 		}
-		if err := s.Down(false); err != nil {
-			t.Errorf("down: %v", err)
-		}
-		// A stopped agent leaves its pods running, as a kubelet does.
-		if err := nodeagent.CleanupNode(root, env.Net, 30*time.Second); err != nil {
-			t.Errorf("clean up the node: %v", err)
-		}
-		if err := os.RemoveAll(s.Config().StateDir); err != nil {
-			t.Errorf("purge the stack: %v", err)
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the stack: %v", err)
 		}
 	})
-	if err := s.Up(ctx); err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	kube, err := kubernetes.NewForConfig(mustConfig(t, s.KubeconfigPath()))
+	kube, err := kubernetes.NewForConfig(mustConfig(t, c.Stack.KubeconfigPath()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rwPort, err := testenv.FreePortBase(env.Net)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubevirt := filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
-	rw, err := module.UsersRewriter(s, bin, kubevirt, rwPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.AddComponents(controlplane.Component{
-		Name: "node-agent-" + nodeName,
-		Bin:  filepath.Join(bin, "node-agent"),
-		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", nodeName, "--root-dir", root,
-			"--bin-dir", bin, "--image-store", store},
-		Ready: func(ctx context.Context) error {
-			n, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-			return fmt.Errorf("node %s is not Ready", nodeName)
-		},
-	}, rw)
-	if err := s.Up(ctx); err != nil {
-		t.Fatalf("node and rewriter: %v", err)
-	}
-	opts := module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName},
-		Set: prometheusValues, Log: testWriter{t}}
-	return &stack{s: s, opts: opts, kube: kube, kubevirt: kubevirt}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -172,10 +113,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (st *stack) install(t *testing.T, ctx context.Context) {
 	t.Helper()
-	if err := module.Install(ctx, st.opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := module.WaitReady(ctx, st.opts, 5*time.Minute); err != nil {
+	if err := st.c.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -23,7 +23,7 @@ const densityVMs = 10
 // create-to-Running latency (p50, p95) and the API writes each VMI start costs, counted from the
 // apiserver's own request metrics. Run it with `make bench-vms`.
 func BenchmarkVMStartDensity(b *testing.B) {
-	c := startCluster(b, "density-node")
+	c := startCluster(b)
 	// Ten pollers at once would wait on client-side throttling and blur the latencies.
 	c.rest.QPS, c.rest.Burst = 200, 400
 	kc := kubevirtClient(b, c)

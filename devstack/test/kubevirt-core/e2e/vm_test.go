@@ -149,7 +149,7 @@ func qemuRunning(vmi *kubevirtv1.VirtualMachineInstance) bool {
 }
 
 func TestVMLifecycleOnARealGuest(t *testing.T) {
-	c := startCluster(t, "e2e-node")
+	c := startCluster(t)
 	kc := kubevirtClient(t, c)
 	ctx := testenv.Context(t)
 	ns := "default"
