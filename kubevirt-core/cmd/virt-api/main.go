@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -44,37 +43,22 @@ func main() {
 	handlerCert := flag.String("handler-client-cert-file", "", "client certificate virt-api presents to virt-handler")
 	handlerKey := flag.String("handler-client-key-file", "", "key of the handler client certificate")
 	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); empty or 0 disables")
-	systemUsers := flag.String("system-users", defaultSystemUsers(), "comma-separated users that may change a VMI's spec (KubeVirt's own service accounts)")
+	namespace := flag.String("namespace", "", "the core's namespace: its ServiceAccounts (kubevirt-controller, kubevirt-handler, kubevirt-apiserver) may change a VMI's spec, nobody else")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	users := map[string]bool{}
-	for _, u := range strings.Split(*systemUsers, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			users[u] = true
-		}
+	if *namespace == "" {
+		log.Error("exiting", "err", "--namespace is required: the core's namespace, whose ServiceAccounts may change VMI specs")
+		os.Exit(2)
 	}
-	hooks := webhookConfig{listen: *webhookListen, systemUsers: users}
+	hooks := webhookConfig{listen: *webhookListen, systemUsers: virtapicontract.SystemUsers(*namespace)}
 	nodes := nodeConfig{port: *handlerPort, caFile: *handlerCA, certFile: *handlerCert, keyFile: *handlerKey}
 	if err := run(ctx, log, *listen, *certFile, *keyFile, *metricsAddr, hooks, nodes); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
-}
-
-// defaultSystemUsers are KubeVirt's component service accounts in virt-api's own namespace.
-func defaultSystemUsers() string {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "kubevirt"
-	}
-	var users []string
-	for _, sa := range []string{"kubevirt-controller", "kubevirt-handler", "kubevirt-apiserver"} {
-		users = append(users, "system:serviceaccount:"+ns+":"+sa)
-	}
-	return strings.Join(users, ",")
 }
 
 type nodeConfig struct {

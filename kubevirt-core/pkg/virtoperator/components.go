@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -207,15 +206,6 @@ func spread(spec *corev1.PodSpec, component string) {
 	}}
 }
 
-// systemUsers are the accounts virt-api lets change a VMI's spec: the core's own.
-func (in Install) systemUsers() string {
-	var users []string
-	for _, sa := range []string{ControllerServiceAccount, HandlerServiceAccount, APIServiceAccount} {
-		users = append(users, "system:serviceaccount:"+in.Namespace+":"+sa)
-	}
-	return strings.Join(users, ",")
-}
-
 func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 	const certDir, handlerDir = "/etc/virt-api/certificates", "/etc/virt-api/handler-certs"
 	api := corev1.Container{
@@ -234,7 +224,8 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 			"--handler-ca-file=" + handlerDir + "/ca.crt",
 			"--handler-client-cert-file=" + handlerDir + "/" + corev1.TLSCertKey,
 			"--handler-client-key-file=" + handlerDir + "/" + corev1.TLSPrivateKeyKey,
-			"--system-users=" + in.systemUsers(),
+			// The core's ServiceAccounts in it may change VMI specs (virtapicontract.SystemUsers).
+			"--namespace=" + in.Namespace,
 		},
 		Ports: []corev1.ContainerPort{{Name: "virt-api", ContainerPort: apiPort, Protocol: corev1.ProtocolTCP}},
 		// virt-api answers only authenticated requests, so readiness is its TLS port accepting.

@@ -44,7 +44,7 @@ func TestWorkloads(t *testing.T) {
 				"--tls-cert-file=/etc/virt-api/certificates/tls.crt", "--tls-key-file=/etc/virt-api/certificates/tls.key",
 				"--webhook-listen=127.0.0.1:9443", "--handler-ca-file=/etc/virt-api/handler-certs/ca.crt",
 				"--handler-client-cert-file=/etc/virt-api/handler-certs/tls.crt", "--handler-client-key-file=/etc/virt-api/handler-certs/tls.key",
-				"--system-users=system:serviceaccount:kv-ns:kubevirt-controller,system:serviceaccount:kv-ns:kubevirt-handler,system:serviceaccount:kv-ns:kubevirt-apiserver",
+				"--namespace=kv-ns",
 			},
 			rewriterArgs: []string{"--api-listen=127.0.0.1:23915", "--webhook-listen=:24192", "--webhook-target=https://127.0.0.1:9443",
 				"--webhook-cert=/etc/kube-api-rewriter/webhook/tls.crt", "--webhook-key=/etc/kube-api-rewriter/webhook/tls.key"},
