@@ -64,11 +64,6 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* virt-operator's zap encoder for logFormat. */}}
-{{- define "virtualization.zapEncoder" -}}
-{{- if eq .Values.logFormat "text" -}}console{{- else -}}json{{- end -}}
-{{- end -}}
-
 {{/* kube-rbac-proxy's serving certificate Secret and the Service it answers for. */}}
 {{- define "virtualization.metricsTLSSecret" -}}virt-operator-metrics-tls{{- end -}}
 {{- define "virtualization.metricsService" -}}virt-operator-metrics{{- end -}}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/buildinfo"
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
@@ -45,8 +46,15 @@ func main() {
 	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); empty or 0 disables")
 	namespace := flag.String("namespace", "", "the core's namespace: its ServiceAccounts (kubevirt-controller, kubevirt-handler, kubevirt-apiserver) may change a VMI's spec, nobody else")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
+	logOpts := logopts.Default()
+	logOpts.Bind(flag.CommandLine)
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	h, err := logOpts.Handler(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "virt-api:", err)
+		os.Exit(2)
+	}
+	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if *namespace == "" {

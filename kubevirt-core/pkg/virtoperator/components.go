@@ -147,12 +147,11 @@ func (in Install) rewriter(webhookCerts string) corev1.Container {
 		Name:    RewriterName,
 		Image:   in.Images.Rewriter,
 		Command: []string{RewriterName},
-		Args: []string{
+		Args: append([]string{
 			"--api-listen=" + rewriterAPIAddr,
 			"--health-listen=:" + strconv.Itoa(rewriterHealthPort),
 			"--metrics-listen=" + rewriterMetricsAddr,
-			"--log-format=json",
-		},
+		}, in.Log.Args()...),
 		Ports:                    []corev1.ContainerPort{{Name: "rewriter-health", ContainerPort: rewriterHealthPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe:           httpProbe("/readyz", rewriterHealthPort),
 		Resources:                requests("10m", "32Mi"),
@@ -243,6 +242,7 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	api.Args = append(api.Args, in.Log.Args()...)
 	proxies, proxyCerts := in.metricsProxies(APIName)
 	spec := corev1.PodSpec{
 		ServiceAccountName: APIServiceAccount,
@@ -281,6 +281,8 @@ func (in Install) controllerDeployment(c Certs) *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	// virt-controller passes its log options on to the launchers.
+	ctrl.Args = append(ctrl.Args, in.Log.Args()...)
 	if in.Emulation {
 		ctrl.Args = append(ctrl.Args, "--use-emulation")
 	}
@@ -361,13 +363,14 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	handler.Args = append(handler.Args, in.Log.Args()...)
 	// KubeVirt's node labeller init container: the launcher image's libvirt, asked what this node
 	// offers guests (KVM when /dev/kvm opens, else TCG), leaves its answers for the handler.
 	labeller := corev1.Container{
 		Name:                     "virt-launcher",
 		Image:                    in.Images.Launcher,
 		Command:                  []string{"virt-launcher"},
-		Args:                     []string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir},
+		Args:                     append([]string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir}, in.Log.Args()...),
 		VolumeMounts:             []corev1.VolumeMount{{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir}},
 		Resources:                requests("10m", "64Mi"),
 		ImagePullPolicy:          in.PullPolicy,

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/d8virt/devstack/module"
@@ -47,7 +48,7 @@ type series struct {
 // of an account bound to the metrics reader role, as a platform's Prometheus does, trusting the
 // core's CA, and checks that a scrape without a token, or with one of an account that is no
 // reader, is refused.
-func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
+func checkMetrics(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
 	ctx := testenv.Context(t)
 	kube, err := kubernetes.NewForConfig(c.rest)
@@ -62,11 +63,16 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.Data["ca.crt"])
-	// podURL is the metrics URL of a port of the component's first pod, with a client that
-	// trusts the proxies' certificate, issued for the component's metrics Service.
+	// podURL is the metrics URL of a port of the component's first pod (virt-handler's on the
+	// VM's node), with a client that trusts the proxies' certificate, issued for the component's
+	// metrics Service.
 	podURL := func(component string, port int) (string, *http.Client) {
 		var pods corev1.PodList
-		if err := kc.List(ctx, &pods, client.InNamespace(module.Namespace), client.MatchingLabels{"kubevirt.io": component}); err != nil || len(pods.Items) == 0 {
+		opts := []client.ListOption{client.InNamespace(module.Namespace), client.MatchingLabels{"kubevirt.io": component}}
+		if component == virtoperator.HandlerName {
+			opts = append(opts, client.MatchingFields{"spec.nodeName": vmi.Status.NodeName})
+		}
+		if err := kc.List(ctx, &pods, opts...); err != nil || len(pods.Items) == 0 {
 			t.Fatalf("%s pods: %v (%d)", component, err, len(pods.Items))
 		}
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
