@@ -127,7 +127,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	st := start(t, ctx)
 	installMonitoringCRDs(t, st)
@@ -179,6 +179,8 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 
 	t.Log("Prometheus scrapes the module from the chart's ServiceMonitors, the VM running")
 	checkPrometheus(t, ctx, st)
+
+	checkUpgrades(t, ctx, st, vmiUID)
 }
 
 // checkServiceAccounts checks that every component's pods name their own account and that the
