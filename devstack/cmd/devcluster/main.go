@@ -15,6 +15,10 @@
 //	                                 devstack/chart-values/local.yaml, then wait until it is
 //	                                 ready; prints the kubeconfig that speaks kubevirt.io last
 //	devcluster [flags] module down   turn the module off (delete the KubeVirt, helm uninstall)
+//	devcluster [flags] prometheus up [-addr host:port]
+//	                                 (re)start Debian's Prometheus on the stack, scraping the
+//	                                 module's ServiceMonitors through kube-rbac-proxy as the
+//	                                 account d8v-prometheus/prometheus; prints its URL last
 //	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
 //	                                 wait until the VM runs: Running, and its VMI's launcher
 //	                                 Pod Running and Ready (not fooled by the status a
@@ -84,6 +88,11 @@ func run() error {
 		return err
 	}
 	s.AddComponents(provisioner.StackComponent(s, provisionerBin))
+	if len(args) == 0 || args[0] != "prometheus" {
+		if err := withPrometheus(s); err != nil {
+			return err
+		}
+	}
 	switch ms, ok, err := readModuleMarker(s); {
 	case err != nil:
 		return err
@@ -148,6 +157,11 @@ func run() error {
 		return nodeCommand(ctx, s, *binDir, args[1:])
 	case "module":
 		return moduleCommand(ctx, s, *binDir, *portBase, args[1:])
+	case "prometheus":
+		if len(args) < 2 || args[1] != "up" {
+			return errors.New("usage: devcluster prometheus up [-addr host:port]")
+		}
+		return prometheusUp(ctx, s, *portBase, args[2:])
 	case "image-import":
 		return imageImport(args[1:])
 	case "host":

@@ -150,6 +150,9 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 	}
 	o := module.Options{Stack: s, Repo: repoAbs, BinDir: abs, ImageStore: store, Nodes: names, Set: set, Log: os.Stderr}
 	start := time.Now()
+	if err := module.InstallMonitoringCRDs(ctx, o); err != nil {
+		return err
+	}
 	if err := module.Install(ctx, o); err != nil {
 		return err
 	}

@@ -130,7 +130,9 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	st := start(t, ctx)
-	installMonitoringCRDs(t, st)
+	if err := module.InstallMonitoringCRDs(ctx, st.opts); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
 	st.install(t, ctx)
