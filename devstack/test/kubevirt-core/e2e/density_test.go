@@ -19,7 +19,7 @@ import (
 // densityVMs is how many VMs BenchmarkVMStartDensity creates at once.
 const densityVMs = 10
 
-// BenchmarkVMStartDensity creates densityVMs small VMs at once on one local node and reports the
+// BenchmarkVMStartDensity creates densityVMs small VMs at once on the shared cluster (two local nodes) and reports the
 // create-to-Running latency (p50, p95) and the API writes each VMI start costs, counted from the
 // apiserver's own request metrics. Run it with `make bench-vms`.
 func BenchmarkVMStartDensity(b *testing.B) {
