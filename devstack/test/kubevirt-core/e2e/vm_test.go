@@ -163,7 +163,7 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 	}
 	// The cluster holds it under the renamed kind only.
 	if out, err := testenv.KubectlInput(t, c.stack.KubeconfigPath(), "", "get", "intvirtvm", vm.Name, "-n", ns, "-o", "name"); err != nil ||
-		out != "internalvirtualizationvirtualmachine.internal.virtualization.deckhouse.io/"+vm.Name {
+		strings.TrimSpace(out) != "internalvirtualizationvirtualmachine.internal.virtualization.deckhouse.io/"+vm.Name {
 		t.Errorf("the cluster does not hold the renamed VM: %v\n%s", err, out)
 	}
 
