@@ -259,7 +259,7 @@ func supersededBy(op *v1alpha2.VirtualMachineOperation, others []v1alpha2.Virtua
 	var by *v1alpha2.VirtualMachineOperation
 	for i := range others {
 		o := &others[i]
-		if o.UID == op.UID || IsFinished(o) || !IsOlder(op, o) || !CanSupersede(op, o) {
+		if o.Name == op.Name || IsFinished(o) || !IsOlder(op, o) || !CanSupersede(op, o) {
 			continue
 		}
 		if by == nil || IsOlder(by, o) {
@@ -274,7 +274,7 @@ func olderThan(op *v1alpha2.VirtualMachineOperation, others []v1alpha2.VirtualMa
 	var older []*v1alpha2.VirtualMachineOperation
 	for i := range others {
 		o := &others[i]
-		if o.UID != op.UID && !IsFinished(o) && IsOlder(o, op) {
+		if o.Name != op.Name && !IsFinished(o) && IsOlder(o, op) {
 			older = append(older, o)
 		}
 	}

@@ -183,7 +183,7 @@ func (r *Reconciler) inputs(ctx context.Context, op *v1alpha2.VirtualMachineOper
 	if err != nil {
 		return in, err
 	}
-	in.Others = slices.DeleteFunc(ops, func(o v1alpha2.VirtualMachineOperation) bool { return o.UID == op.UID })
+	in.Others = slices.DeleteFunc(ops, func(o v1alpha2.VirtualMachineOperation) bool { return o.Name == op.Name })
 	return in, nil
 }
 
