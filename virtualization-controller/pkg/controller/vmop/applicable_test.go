@@ -189,7 +189,6 @@ func newOp(name string, typ v1alpha2.VMOPType, force bool) *v1alpha2.VirtualMach
 	return op
 }
 
-
 func newVM(policy v1alpha2.RunPolicy, phase v1alpha2.MachinePhase) *v1alpha2.VirtualMachine {
 	return &v1alpha2.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vm-uid"},

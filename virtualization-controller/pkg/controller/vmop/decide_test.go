@@ -44,7 +44,10 @@ func sent(s int) func(*v1alpha2.VirtualMachineOperation) {
 
 func noFinalizer(o *v1alpha2.VirtualMachineOperation) { o.Finalizers = nil }
 
-func deleted(o *v1alpha2.VirtualMachineOperation) { now := metav1.NewTime(t0); o.DeletionTimestamp = &now }
+func deleted(o *v1alpha2.VirtualMachineOperation) {
+	now := metav1.NewTime(t0)
+	o.DeletionTimestamp = &now
+}
 
 func vmi(p kubevirtv1.VirtualMachineInstancePhase, createdAt int) *kubevirtv1.VirtualMachineInstance {
 	return &kubevirtv1.VirtualMachineInstance{

@@ -126,7 +126,6 @@ func internalVM(policy kubevirtv1.VirtualMachineRunStrategy) *kubevirtv1.Virtual
 	return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: &policy}}
 }
 
-
 func TestReconcileStart(t *testing.T) {
 	w := newWorld(t, newVM(v1alpha2.ManualPolicy, v1alpha2.MachineStopped), internalVM(kubevirtv1.RunStrategyManual))
 	o := newOp("start", v1alpha2.VMOPTypeStart, false)
