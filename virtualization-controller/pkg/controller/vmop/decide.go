@@ -153,24 +153,25 @@ func SignalFailed(op *v1alpha2.VirtualMachineOperation, err error, at time.Time)
 }
 
 // powerStatus is the status of a Start, Stop or Restart whose signal went out, read from the
-// internal VMI: a Start is done when a VMI runs, a Stop when none is left, a Restart when a VMI
-// created after the signal runs.
+// internal VMI: a Start or Restart is done when a VMI created after the signal runs, a Stop
+// when none is left.
 func powerStatus(st *v1alpha2.VirtualMachineOperationStatus, op *v1alpha2.VirtualMachineOperation, vmi *kubevirtv1.VirtualMachineInstance, now metav1.Time) {
 	sent := signalTime(op, now)
 	done := false
+	// A VMI that runs from before the signal (a Start of a Stopping machine, a Restart) is not
+	// the one asked for.
+	fresh := vmi != nil && !vmi.CreationTimestamp.Before(&sent)
 	switch op.Spec.Type {
-	case v1alpha2.VMOPTypeStart:
-		done = vmi != nil && vmi.Status.Phase == kubevirtv1.Running
+	case v1alpha2.VMOPTypeStart, v1alpha2.VMOPTypeRestart:
+		done = fresh && vmi.Status.Phase == kubevirtv1.Running
 	case v1alpha2.VMOPTypeStop:
 		done = vmi == nil
-	case v1alpha2.VMOPTypeRestart:
-		done = vmi != nil && vmi.Status.Phase == kubevirtv1.Running && !vmi.CreationTimestamp.Before(&sent)
 	}
 	switch {
 	case done:
 		st.Phase = v1alpha2.VMOPPhaseCompleted
 		setCondition(st, op.Generation, now, vmopcondition.TypeCompleted, metav1.ConditionTrue, string(vmopcondition.ReasonOperationCompleted), "")
-	case op.Spec.Type != v1alpha2.VMOPTypeStop && vmi != nil && vmi.Status.Phase == kubevirtv1.Failed && !vmi.CreationTimestamp.Before(&sent):
+	case op.Spec.Type != v1alpha2.VMOPTypeStop && fresh && vmi.Status.Phase == kubevirtv1.Failed:
 		st.Phase = v1alpha2.VMOPPhaseFailed
 		setCondition(st, op.Generation, now, vmopcondition.TypeCompleted, metav1.ConditionFalse, string(vmopcondition.ReasonOperationFailed),
 			"The VirtualMachine's instance failed to start: "+vmiFailure(vmi))

@@ -91,6 +91,8 @@ func TestDecide(t *testing.T) {
 			phase: v1alpha2.VMOPPhaseInProgress, reason: vmopcondition.ReasonOperationInProgress},
 		{name: "start in progress, VMI scheduling", in: Inputs{Op: op("op", v1alpha2.VMOPTypeStart, 0, sent(1)), VM: stopped, VMI: vmi(kubevirtv1.Scheduling, 2)}, step: StepStatus,
 			phase: v1alpha2.VMOPPhaseInProgress, reason: vmopcondition.ReasonOperationInProgress},
+		{name: "start of a stopping VM in progress: the old VMI still runs", in: Inputs{Op: op("op", v1alpha2.VMOPTypeStart, 0, sent(10)), VM: stopped, VMI: vmi(kubevirtv1.Running, -60)}, step: StepStatus,
+			phase: v1alpha2.VMOPPhaseInProgress, reason: vmopcondition.ReasonOperationInProgress},
 		{name: "start done: VMI running", in: Inputs{Op: op("op", v1alpha2.VMOPTypeStart, 0, sent(1)), VM: stopped, VMI: vmi(kubevirtv1.Running, 2)}, step: StepStatus,
 			phase: v1alpha2.VMOPPhaseCompleted, reason: vmopcondition.ReasonOperationCompleted},
 		{name: "start failed: VMI failed", in: Inputs{Op: op("op", v1alpha2.VMOPTypeStart, 0, sent(1)), VM: stopped, VMI: vmi(kubevirtv1.Failed, 2)}, step: StepStatus,

@@ -139,7 +139,7 @@ func TestReconcileStart(t *testing.T) {
 	if r := kvvm.Status.StateChangeRequests; len(r) != 1 || r[0].Action != kubevirtv1.StartRequest {
 		t.Fatalf("stateChangeRequests %+v, want one Start", r)
 	}
-	w.setVMI(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}})
+	w.setVMI(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", CreationTimestamp: metav1.NewTime(t0)}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}})
 	got = w.settle("start")
 	expect(t, got, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
 	if len(got.Finalizers) != 0 {
