@@ -180,7 +180,7 @@ func TestCanSupersede(t *testing.T) {
 
 func newOp(name string, typ v1alpha2.VMOPType, force bool) *v1alpha2.VirtualMachineOperation {
 	op := &v1alpha2.VirtualMachineOperation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Generation: 1, CreationTimestamp: metav1.NewTime(t0)},
 		Spec:       v1alpha2.VirtualMachineOperationSpec{Type: typ, VirtualMachineName: "vm"},
 	}
 	if force {

@@ -153,14 +153,14 @@ func SignalFailed(op *v1alpha2.VirtualMachineOperation, err error, at time.Time)
 }
 
 // powerStatus is the status of a Start, Stop or Restart whose signal went out, read from the
-// internal VMI: a Start or Restart is done when a VMI created after the signal runs, a Stop
+// internal VMI: a Start or Restart is done when a VMI created since the operation runs, a Stop
 // when none is left.
 func powerStatus(st *v1alpha2.VirtualMachineOperationStatus, op *v1alpha2.VirtualMachineOperation, vmi *kubevirtv1.VirtualMachineInstance, now metav1.Time) {
-	sent := signalTime(op, now)
 	done := false
-	// A VMI that runs from before the signal (a Start of a Stopping machine, a Restart) is not
-	// the one asked for.
-	fresh := vmi != nil && !vmi.CreationTimestamp.Before(&sent)
+	// A VMI that runs from before the operation (a Start of a Stopping machine, a Restart) is
+	// not the one asked for. Both times are the apiserver's, so the controller's clock does not
+	// matter.
+	fresh := vmi != nil && !vmi.CreationTimestamp.Before(&op.CreationTimestamp)
 	switch op.Spec.Type {
 	case v1alpha2.VMOPTypeStart, v1alpha2.VMOPTypeRestart:
 		done = fresh && vmi.Status.Phase == kubevirtv1.Running
@@ -293,14 +293,6 @@ func olderThan(op *v1alpha2.VirtualMachineOperation, others []v1alpha2.VirtualMa
 
 func signalSent(op *v1alpha2.VirtualMachineOperation) bool {
 	return meta.IsStatusConditionTrue(op.Status.Conditions, string(vmopcondition.TypeSignalSent))
-}
-
-// signalTime is when the signal went out: SignalSent's transition, or now.
-func signalTime(op *v1alpha2.VirtualMachineOperation, now metav1.Time) metav1.Time {
-	if c := meta.FindStatusCondition(op.Status.Conditions, string(vmopcondition.TypeSignalSent)); c != nil && c.Status == metav1.ConditionTrue {
-		return c.LastTransitionTime
-	}
-	return now
 }
 
 // setCondition sets a condition; its transition time changes only with its status.

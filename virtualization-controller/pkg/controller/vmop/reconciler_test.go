@@ -179,7 +179,7 @@ func TestReconcileStartWithoutInternalVM(t *testing.T) {
 }
 
 func TestReconcileForcedStop(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
 	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "virt-launcher-vm-abcde", Labels: map[string]string{kubevirtv1.CreatedByLabel: "vmi-1"}}}
 	bystander := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other", Labels: map[string]string{kubevirtv1.CreatedByLabel: "vmi-2"}}}
 	w := newWorld(t, newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning), internalVM(kubevirtv1.RunStrategyManual), vmi, launcher, bystander)
@@ -199,7 +199,7 @@ func TestReconcileForcedStop(t *testing.T) {
 }
 
 func TestReconcileRestart(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
 	w := newWorld(t, newVM(v1alpha2.AlwaysOnPolicy, v1alpha2.MachineRunning), internalVM(kubevirtv1.RunStrategyManual), vmi)
 	w.create(newOp("again", v1alpha2.VMOPTypeRestart, false))
 	got := w.settle("again")
@@ -223,7 +223,7 @@ func TestReconcileRestart(t *testing.T) {
 }
 
 func TestReconcileMigrate(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
 	w := newWorld(t, newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning), internalVM(kubevirtv1.RunStrategyManual), vmi)
 	w.create(newOp("move", v1alpha2.VMOPTypeEvict, false))
 	got := w.settle("move")
@@ -261,7 +261,7 @@ func TestReconcileMigrate(t *testing.T) {
 // A Stop created while a Migrate runs supersedes it: the migration is deleted (aborted), the
 // Migrate is Superseded, and then the Stop runs.
 func TestReconcileSupersede(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
 	w := newWorld(t, newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning), internalVM(kubevirtv1.RunStrategyManual), vmi)
 	w.create(newOp("move", v1alpha2.VMOPTypeMigrate, false))
 	expect(t, w.settle("move"), v1alpha2.VMOPPhaseInProgress, vmopcondition.ReasonMigrationPending)
@@ -287,7 +287,7 @@ func TestReconcileVirtualMachineNotFound(t *testing.T) {
 
 // Deleting an operation whose migration runs cancels the migration before it goes.
 func TestReconcileDeleteCancelsMigration(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1"}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm", UID: "vmi-1", CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
 	w := newWorld(t, newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning), internalVM(kubevirtv1.RunStrategyManual), vmi)
 	w.create(newOp("move", v1alpha2.VMOPTypeMigrate, false))
 	op := w.settle("move")
