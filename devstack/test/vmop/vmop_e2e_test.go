@@ -37,8 +37,8 @@ const userData = `#!/bin/sh
 // TestOperationsOnARealGuest drives one machine through every operation type: Start boots the
 // guest, a second Start fails for the phase, Migrate and Evict move the running guest between
 // the two nodes (its boot ID unchanged), Restart boots it again (a new boot ID), a graceful Stop
-// shuts it down and a forced Stop kills it. Every operation's status, events and phase metric
-// are checked on the way.
+// shuts it down and a forced Stop kills it, and a Stop supersedes a Start still booting the
+// guest. Every operation's status, events and phase metric are checked on the way.
 func TestOperationsOnARealGuest(t *testing.T) {
 	c := startCluster(t, "node-a", "node-b")
 	ctx := testenv.Context(t)
@@ -112,8 +112,36 @@ func TestOperationsOnARealGuest(t *testing.T) {
 	expectNoQEMU(t, vmi)
 	t.Logf("forced Stop took %s (grace period %ds)", time.Since(began).Round(time.Second), *gracePeriod)
 
+	t.Log("a Stop supersedes the Start that is still booting the guest")
+	boot3 := createOp(t, c, ns, "start-3", v1alpha2.VMOPTypeStart, false)
+	eventually(t, 2*time.Minute, "worker Starting", func(ctx context.Context) error {
+		cur := &v1alpha2.VirtualMachine{}
+		if err := c.kc.Get(ctx, client.ObjectKeyFromObject(vm), cur); err != nil {
+			return err
+		}
+		if cur.Status.Phase != v1alpha2.MachineStarting {
+			return fmt.Errorf("phase %s", cur.Status.Phase)
+		}
+		return nil
+	})
+	halt := waitOp(t, c, createOp(t, c, ns, "halt", v1alpha2.VMOPTypeStop, false), 3*time.Minute)
+	expectPhase(t, halt, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+	superseded := waitOp(t, c, boot3, time.Minute)
+	expectPhase(t, superseded, v1alpha2.VMOPPhaseSuperseded, vmopcondition.ReasonSuperseded)
+	if msg := completed(superseded).Message; msg != "Superseded by halt with type Stop" {
+		t.Errorf("message %q", msg)
+	}
+	eventually(t, time.Minute, "no VMI left", func(ctx context.Context) error {
+		err := c.kc.Get(ctx, client.ObjectKeyFromObject(vm), &kubevirtv1.VirtualMachineInstance{})
+		if err == nil {
+			return fmt.Errorf("the VMI is still there")
+		}
+		return client.IgnoreNotFound(err)
+	})
+	expectNoQEMU(t, vmi)
+
 	t.Log("the phase metric")
-	want := map[string]v1alpha2.VMOPPhase{"start": v1alpha2.VMOPPhaseCompleted, "start-again": v1alpha2.VMOPPhaseFailed, "kill": v1alpha2.VMOPPhaseCompleted}
+	want := map[string]v1alpha2.VMOPPhase{"start": v1alpha2.VMOPPhaseCompleted, "start-again": v1alpha2.VMOPPhaseFailed, "kill": v1alpha2.VMOPPhaseCompleted, "start-3": v1alpha2.VMOPPhaseSuperseded}
 	got := phaseMetric(t, c)
 	for name, phase := range want {
 		for _, p := range vmop.Phases {
@@ -233,8 +261,14 @@ func phaseOf(s kubevirtv1.VirtualMachinePrintableStatus) v1alpha2.MachinePhase {
 	return v1alpha2.MachineStarting
 }
 
-// runOp creates an operation and waits until it finishes; it is deleted when the test ends.
+// runOp creates an operation and waits until it finishes.
 func runOp(t *testing.T, c *cluster, ns, name string, typ v1alpha2.VMOPType, force bool, timeout time.Duration) *v1alpha2.VirtualMachineOperation {
+	t.Helper()
+	return waitOp(t, c, createOp(t, c, ns, name, typ, force), timeout)
+}
+
+// createOp creates an operation on the machine worker; it is deleted when the test ends.
+func createOp(t *testing.T, c *cluster, ns, name string, typ v1alpha2.VMOPType, force bool) *v1alpha2.VirtualMachineOperation {
 	t.Helper()
 	op := &v1alpha2.VirtualMachineOperation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -251,6 +285,13 @@ func runOp(t *testing.T, c *cluster, ns, name string, typ v1alpha2.VMOPType, for
 			t.Errorf("delete %s: %v", name, err)
 		}
 	})
+	return op
+}
+
+// waitOp waits until the operation finishes, logging the phases it went through.
+func waitOp(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, timeout time.Duration) *v1alpha2.VirtualMachineOperation {
+	t.Helper()
+	name, typ := op.Name, op.Spec.Type
 	began := time.Now()
 	var seen []string
 	eventually(t, timeout, name+" finished", func(ctx context.Context) error {
