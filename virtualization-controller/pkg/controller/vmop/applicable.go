@@ -133,10 +133,14 @@ func CanSupersede(older, newer *v1alpha2.VirtualMachineOperation) bool {
 	return false
 }
 
-// IsOlder orders operations by creation, then name.
+// IsOlder orders operations by creation, then (creation times have whole seconds) the one whose
+// signal went out first, then name.
 func IsOlder(a, b *v1alpha2.VirtualMachineOperation) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if sa, sb := signalSent(a), signalSent(b); sa != sb {
+		return sa
 	}
 	return a.Name < b.Name
 }
