@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +25,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -65,6 +67,10 @@ func run(ctx context.Context, o Options) error {
 	if err := v1alpha2.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
+	// The internal objects, reached through the rewriter sidecar as kubevirt.io.
+	if err := kubevirtv1.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.LeaderElect,
@@ -97,6 +103,13 @@ func run(ctx context.Context, o Options) error {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
 	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	ops := vmop.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
+	if err := ops.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("virtualmachineoperation controller: %w", err)
+	}
+	if err := ctrlmetrics.Registry.Register(vmop.NewPhaseCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return mgr.Start(ctx)
