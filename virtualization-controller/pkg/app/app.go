@@ -24,6 +24,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -97,6 +98,12 @@ func run(ctx context.Context, o Options) error {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
 	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := vmip.Setup(ctx, mgr, vmip.Config{Range: o.VirtualMachineCIDRs, Retention: o.LeaseRetention, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(vmip.EventSource)}); err != nil {
+		return err
+	}
+	if err := ctrlmetrics.Registry.Register(vmip.NewPhaseCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return mgr.Start(ctx)

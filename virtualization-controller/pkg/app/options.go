@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
 // Options are the command's flags, parsed and checked.
@@ -36,6 +39,11 @@ type Options struct {
 	DVCRCAFile   string
 	// ProgressInterval is how often a running import's progress is read into status.
 	ProgressInterval time.Duration
+	// VirtualMachineCIDRs is the range of the machines' addresses (--virtual-machine-cidrs).
+	VirtualMachineCIDRs ipam.Range
+	// LeaseRetention is how long a released VirtualMachineIPAddressLease is kept before it is
+	// deleted (its address is not handed to another Auto address meanwhile).
+	LeaseRetention time.Duration
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -58,9 +66,18 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
 	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
+	var cidrs string
+	fs.StringVar(&cidrs, "virtual-machine-cidrs", "", "comma-separated IPv4 subnets the machines' addresses come from")
+	fs.DurationVar(&o.LeaseRetention, "ip-lease-retention", 10*time.Minute, "how long a released VirtualMachineIPAddressLease is kept before it is deleted")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
+	}
+	var cidrErr error
+	if cidrs != "" {
+		if o.VirtualMachineCIDRs, cidrErr = ipam.ParseRange(strings.Split(cidrs, ",")); cidrErr != nil {
+			cidrErr = fmt.Errorf("--virtual-machine-cidrs: %w", cidrErr)
+		}
 	}
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -68,7 +85,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
 	}
-	return o, o.validate()
+	return o, errors.Join(cidrErr, o.validate())
 }
 
 func (o Options) validate() error {
@@ -102,6 +119,9 @@ func (o Options) validate() error {
 	}
 	if o.ProgressInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	}
+	if o.LeaseRetention < 0 {
+		errs = append(errs, fmt.Errorf("--ip-lease-retention %s: must not be negative", o.LeaseRetention))
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)
