@@ -144,4 +144,6 @@ func (r *LeaseReconciler) setStatus(ctx context.Context, lease *v1alpha2.Virtual
 	return nil
 }
 
-func (r *LeaseReconciler) now() metav1.Time { return metav1.NewTime(r.clock.Now().Truncate(time.Second)) }
+func (r *LeaseReconciler) now() metav1.Time {
+	return metav1.NewTime(r.clock.Now().Truncate(time.Second))
+}

@@ -42,7 +42,9 @@ func LeaseRefKey(l *v1alpha2.VirtualMachineIPAddressLease) string {
 }
 
 // AddressKey is the index key of the leases an address holds.
-func AddressKey(vmip *v1alpha2.VirtualMachineIPAddress) string { return vmip.Namespace + "/" + vmip.Name }
+func AddressKey(vmip *v1alpha2.VirtualMachineIPAddress) string {
+	return vmip.Namespace + "/" + vmip.Name
+}
 
 // HeldBy says whether lease names vmip as its holder.
 func HeldBy(l *v1alpha2.VirtualMachineIPAddressLease, vmip *v1alpha2.VirtualMachineIPAddress) bool {

@@ -255,4 +255,6 @@ func phaseNote(s v1alpha2.VirtualMachineIPAddressStatus) string {
 	return string(s.Phase)
 }
 
-func (r *AddressReconciler) now() metav1.Time { return metav1.NewTime(r.clock.Now().Truncate(time.Second)) }
+func (r *AddressReconciler) now() metav1.Time {
+	return metav1.NewTime(r.clock.Now().Truncate(time.Second))
+}
