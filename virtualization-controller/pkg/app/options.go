@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,6 +45,13 @@ type Options struct {
 	// LeaseRetention is how long a released VirtualMachineIPAddressLease is kept before it is
 	// deleted (its address is not handed to another Auto address meanwhile).
 	LeaseRetention time.Duration
+	// WebhookPort is the port of the webhook server (TLS, tls.crt and tls.key in WebhookCertDir).
+	WebhookPort    int
+	WebhookCertDir string
+	// WebhookService is the Service in Namespace in front of the webhook server: the
+	// VirtualMachineClass CRD's conversion is pointed at it, trusting WebhookCAFile.
+	WebhookService string
+	WebhookCAFile  string
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -69,6 +77,10 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	var cidrs string
 	fs.StringVar(&cidrs, "virtual-machine-cidrs", "", "comma-separated IPv4 subnets the machines' addresses come from")
 	fs.DurationVar(&o.LeaseRetention, "ip-lease-retention", 10*time.Minute, "how long a released VirtualMachineIPAddressLease is kept before it is deleted")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the admission and conversion webhook server")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/etc/webhook/tls", "directory with the webhook server's tls.crt and tls.key")
+	fs.StringVar(&o.WebhookService, "webhook-service", "virtualization-controller-webhook", "Service (in --namespace, port 443) in front of the webhook server")
+	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -81,6 +93,9 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	}
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.WebhookCAFile == "" {
+		o.WebhookCAFile = filepath.Join(o.WebhookCertDir, "ca.crt")
 	}
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
@@ -119,6 +134,12 @@ func (o Options) validate() error {
 	}
 	if o.ProgressInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	}
+	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1 to 65535", o.WebhookPort))
+	}
+	if msgs := validation.IsDNS1035Label(o.WebhookService); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-service %q: %s", o.WebhookService, msgs[0]))
 	}
 	if o.LeaseRetention < 0 {
 		errs = append(errs, fmt.Errorf("--ip-lease-retention %s: must not be negative", o.LeaseRetention))
