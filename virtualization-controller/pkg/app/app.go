@@ -15,6 +15,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/cabundle"
 	"github.com/d8virt/virtualization-controller/pkg/classcrd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
@@ -147,7 +149,14 @@ func setupWebhooks(mgr manager.Manager, o Options) error {
 	cfg := apiextensionsv1.WebhookClientConfig{CABundle: ca, Service: &apiextensionsv1.ServiceReference{
 		Namespace: o.Namespace, Name: o.WebhookService, Path: &path, Port: &port,
 	}}
-	return mgr.Add(classcrd.NewMigrator(crds, dyn, cfg, mgr.GetLogger().WithName("classcrd"), 2*time.Second))
+	if err := mgr.Add(classcrd.NewMigrator(crds, dyn, cfg, mgr.GetLogger().WithName("classcrd"), 2*time.Second)); err != nil {
+		return fmt.Errorf("classcrd: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	return mgr.Add(cabundle.NewPatcher(kube, o.WebhookConfiguration, ca, mgr.GetLogger().WithName("cabundle"), 2*time.Second))
 }
 
 func parseLevel(s string) (slog.Level, error) {

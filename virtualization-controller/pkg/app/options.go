@@ -52,6 +52,9 @@ type Options struct {
 	// VirtualMachineClass CRD's conversion is pointed at it, trusting WebhookCAFile.
 	WebhookService string
 	WebhookCAFile  string
+	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle the controller
+	// sets to WebhookCAFile.
+	WebhookConfiguration string
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -81,6 +84,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/etc/webhook/tls", "directory with the webhook server's tls.crt and tls.key")
 	fs.StringVar(&o.WebhookService, "webhook-service", "virtualization-controller-webhook", "Service (in --namespace, port 443) in front of the webhook server")
 	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration whose caBundle is set to the webhook CA")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -140,6 +144,9 @@ func (o Options) validate() error {
 	}
 	if msgs := validation.IsDNS1035Label(o.WebhookService); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--webhook-service %q: %s", o.WebhookService, msgs[0]))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.WebhookConfiguration); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-configuration %q: %s", o.WebhookConfiguration, msgs[0]))
 	}
 	if o.LeaseRetention < 0 {
 		errs = append(errs, fmt.Errorf("--ip-lease-retention %s: must not be negative", o.LeaseRetention))

@@ -34,8 +34,8 @@ func TestHandle(t *testing.T) {
 	v := NewValidator(c, rng, admission.NewDecoder(scheme))
 	for _, tc := range []struct {
 		name, typ, ip string
-		allowed      bool
-		message      string
+		allowed       bool
+		message       string
 	}{
 		{name: "auto", typ: "Auto", allowed: true},
 		{name: "static, free", typ: "Static", ip: "10.66.10.4", allowed: true},
