@@ -33,6 +33,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
 )
 
 // testCIDR is the range of this package's addresses: no other test hands out leases in it.
@@ -107,6 +108,7 @@ func startController(t *testing.T, env *testenv.Env) *controller {
 	srv := mgr.GetWebhookServer()
 	srv.Register(classconversion.Path, classconversion.NewHandler(mgr.GetLogger()))
 	srv.Register(vmipvalidation.Path, &webhook.Admission{Handler: vmipvalidation.NewValidator(mgr.GetAPIReader(), rng, admission.NewDecoder(scheme))})
+	srv.Register(vmvalidation.Path, &webhook.Admission{Handler: vmvalidation.NewValidator(mgr.GetAPIReader(), admission.NewDecoder(scheme))})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller{mgr: mgr, cancel: cancel, done: make(chan error, 1), url: fmt.Sprintf("https://%s:%d", host, port), ca: ca}
 	go func() { c.done <- mgr.Start(ctx) }()
@@ -168,23 +170,30 @@ func writeServingCert(t *testing.T, dir, host string) []byte {
 	return ca
 }
 
-// registerValidation registers the VirtualMachineIPAddress webhook for namespace ns only.
+// registerValidation registers the VirtualMachineIPAddress and VirtualMachine webhooks for
+// namespace ns only.
 func registerValidation(t *testing.T, env *testenv.Env, c *controller, ns string) {
 	t.Helper()
-	url := c.url + vmipvalidation.Path
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "ipam-test-" + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "vmip.virtualization.deckhouse.io",
+	hook := func(name, path, resource string) admissionregistrationv1.ValidatingWebhook {
+		url := c.url + path
+		return admissionregistrationv1.ValidatingWebhook{
+			Name:                    name,
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.ca},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"virtualization.deckhouse.io"}, APIVersions: []string{"v1alpha2"}, Resources: []string{"virtualmachineipaddresses"}}}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"virtualization.deckhouse.io"}, APIVersions: []string{"v1alpha2"}, Resources: []string{resource}}}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
 			AdmissionReviewVersions: []string{"v1"},
-		}},
+		}
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "ipam-test-" + ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			hook("vmip.virtualization.deckhouse.io", vmipvalidation.Path, "virtualmachineipaddresses"),
+			hook("vm.virtualization.deckhouse.io", vmvalidation.Path, "virtualmachines"),
+		},
 	}
 	api := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	if _, err := api.Create(testenv.Context(t), cfg, metav1.CreateOptions{}); err != nil {

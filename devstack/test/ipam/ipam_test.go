@@ -192,3 +192,53 @@ func TestStaticAddressOutsideTheRangeIsDenied(t *testing.T) {
 		t.Fatalf("a second address with the same static IP: %v\n%s\nwant %q", err, out, want)
 	}
 }
+
+func TestMachineDenials(t *testing.T) {
+	env := testenv.Get(t)
+	setupCRDs(t, env)
+	c := newClient(t, env)
+	cleanupLeases(t, c)
+	ctrl := startController(t, env)
+	ns := env.Namespace(t)
+	registerValidation(t, env, ctrl, ns)
+	ctx := testenv.Context(t)
+
+	if err := c.Create(ctx, &v1alpha2.VirtualDisk{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "disk"},
+		Spec:       v1alpha2.VirtualDiskSpec{PersistentVolumeClaim: v1alpha2.VirtualDiskPersistentVolumeClaim{Size: ptrQuantity("1Gi")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	machine := func(name, ipName, disk string) string {
+		m := fmt.Sprintf("apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachine\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  cpu: {cores: 1}\n  memory: {size: 256Mi}\n  blockDeviceRefs:\n  - {kind: VirtualDisk, name: %s}\n", name, ns, disk)
+		if ipName != "" {
+			m += "  virtualMachineIPAddressName: " + ipName + "\n"
+		}
+		return m
+	}
+	out, err := testenv.KubectlInput(t, env.Kubeconfig, machine("nodisk", "", "missing"), "create", "-f", "-")
+	want := `spec.blockDeviceRefs[0].name: Invalid value: "missing": the VirtualDisk missing does not exist in the namespace ` + ns
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("a machine with a missing disk: %v\n%s\nwant %q", err, out, want)
+	}
+	if out, err := testenv.KubectlInput(t, env.Kubeconfig, machine("first", "", "disk"), "create", "-f", "-"); err != nil {
+		t.Fatalf("a machine with its disk: %v\n%s", err, out)
+	}
+	poll(t, time.Minute, "the first machine's address attached", func() (bool, string) {
+		v := &v1alpha2.VirtualMachineIPAddress{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "first"}, v); err != nil {
+			return false, err.Error()
+		}
+		return v.Status.VirtualMachineName == "first", fmt.Sprintf("%+v", v.Status)
+	})
+	out, err = testenv.KubectlInput(t, env.Kubeconfig, machine("second", "first", "disk"), "create", "-f", "-")
+	want = `spec.virtualMachineIPAddressName: Invalid value: "first": unable to bind the ip address (first) to the virtual machine (second): the ip address has already been linked to another one`
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("a second machine claiming the address: %v\n%s\nwant %q", err, out, want)
+	}
+}
+
+func ptrQuantity(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
+}

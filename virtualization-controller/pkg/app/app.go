@@ -37,6 +37,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
 )
 
 // Command is virtualization-controller: parse the options, run the manager until ctx ends.
@@ -130,6 +131,7 @@ func setupWebhooks(mgr manager.Manager, o Options) error {
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	srv.Register(classconversion.Path, classconversion.NewHandler(mgr.GetLogger().WithName("classconversion")))
 	srv.Register(vmipvalidation.Path, &webhook.Admission{Handler: vmipvalidation.NewValidator(mgr.GetAPIReader(), o.VirtualMachineCIDRs, decoder)})
+	srv.Register(vmvalidation.Path, &webhook.Admission{Handler: vmvalidation.NewValidator(mgr.GetAPIReader(), decoder)})
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return fmt.Errorf("readyz: %w", err)
 	}
