@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -35,8 +36,12 @@ func NewValidator(leases client.Reader, rng ipam.Range, decoder admission.Decode
 	return &Validator{leases: leases, rng: rng, decoder: decoder}
 }
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. Only a creation is checked: the spec is immutable (CEL),
+// and an update of the metadata of an address that waits for its lease must not be refused.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
 	obj := &v1alpha2.VirtualMachineIPAddress{}
 	if err := v.decoder.Decode(req, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode VirtualMachineIPAddress: %w", err))

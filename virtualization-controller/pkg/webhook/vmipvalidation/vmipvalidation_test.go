@@ -62,6 +62,12 @@ func TestHandle(t *testing.T) {
 			if tc.allowed {
 				return
 			}
+			update := v.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Update, Namespace: "ns", Name: "me", Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: raw},
+			}})
+			if !update.Allowed {
+				t.Fatalf("an update (the spec is immutable) was denied: %+v", update.Result)
+			}
 			if resp.Result.Message != tc.message || resp.Result.Code != 422 || resp.Result.Details.Causes[0].Field != "spec.staticIP" {
 				t.Fatalf("result %+v\nwant message %q", resp.Result, tc.message)
 			}
