@@ -51,7 +51,17 @@ func checkIPAM(t *testing.T, st *stack) {
 
 	crd := "crd/virtualmachineclasses.virtualization.deckhouse.io"
 	st.kubectl(t, kc, "wait", crd, "--for=jsonpath={.spec.conversion.strategy}=Webhook", "--timeout=60s")
-	st.kubectl(t, kc, "wait", crd, `--for=jsonpath={.status.storedVersions}=["v1alpha3"]`, "--timeout=60s")
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		got := st.kubectl(t, kc, "get", crd, "-o", "jsonpath={.status.storedVersions}")
+		if got == `["v1alpha3"]` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("storedVersions %s, want only v1alpha3 after the migration", got)
+		}
+		time.Sleep(time.Second)
+	}
 	class := "apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualMachineClass\nmetadata:\n  name: module-e2e-conversion\nspec:\n  cpu: {type: Host}\n  sizingPolicies:\n  - cores: {min: 1, max: 4}\n    coreFractions: [5, 50]\n    defaultCoreFraction: 50\n"
 	if out, err := testenv.KubectlInput(t, kc, class, "create", "-f", "-"); err != nil {
 		t.Fatalf("create a v1alpha2 class: %v\n%s", err, out)
