@@ -221,3 +221,15 @@ func metavOf(name string) metav1.ObjectMeta {
 }
 
 func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func TestMachineAddresses(t *testing.T) {
+	w := newWorld(t, "10.66.10.0/24")
+	vm := &v1alpha2.VirtualMachine{ObjectMeta: metavOf("vm1"), Spec: v1alpha2.VirtualMachineSpec{VirtualMachineIPAddressName: "new"}}
+	old := address("old", v1alpha2.VirtualMachineIPAddressTypeAuto, "", "10.66.10.5")
+	old.Status.VirtualMachineName = "vm1"
+	w.create(old)
+	got := w.addrs.machineAddresses(context.Background(), vm)
+	if len(got) != 2 || got[0].Name != "new" || got[1].Name != "old" {
+		t.Fatalf("requests %v, want the new address and the one that still names the machine", got)
+	}
+}

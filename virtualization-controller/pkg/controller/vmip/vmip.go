@@ -52,7 +52,7 @@ func (r *AddressReconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.ControllerManagedBy(mgr).
 		For(&v1alpha2.VirtualMachineIPAddress{}).
 		Watches(&v1alpha2.VirtualMachineIPAddressLease{}, handler.EnqueueRequestsFromMapFunc(leaseHolder)).
-		Watches(&v1alpha2.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(machineAddress)).
+		Watches(&v1alpha2.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.machineAddresses)).
 		Named("virtualmachineipaddress").
 		Complete(r)
 }
@@ -65,9 +65,22 @@ func leaseHolder(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}}
 }
 
-func machineAddress(_ context.Context, o client.Object) []reconcile.Request {
+// machineAddresses are the address a machine uses and the ones whose status still names it (it
+// named another since, or is gone).
+func (r *AddressReconciler) machineAddresses(ctx context.Context, o client.Object) []reconcile.Request {
 	vm := o.(*v1alpha2.VirtualMachine)
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: vm.Namespace, Name: AddressName(vm)}}}
+	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: vm.Namespace, Name: AddressName(vm)}}}
+	var list v1alpha2.VirtualMachineIPAddressList
+	if err := r.client.List(ctx, &list, client.InNamespace(vm.Namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "list the addresses of a machine", "virtualMachine", vm.Name)
+		return reqs
+	}
+	for _, v := range list.Items {
+		if v.Status.VirtualMachineName == vm.Name && v.Name != AddressName(vm) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: v.Namespace, Name: v.Name}})
+		}
+	}
+	return reqs
 }
 
 // Reconcile does the next step for one address.
