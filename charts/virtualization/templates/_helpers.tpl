@@ -111,3 +111,5 @@ app.kubernetes.io/component: virtualization-controller
 {{- end -}}
 {{- define "virtualization.controllerMetricsService" -}}virtualization-controller-metrics{{- end -}}
 {{- define "virtualization.controllerMetricsTLSSecret" -}}virtualization-controller-metrics-tls{{- end -}}
+{{- define "virtualization.controllerWebhookService" -}}virtualization-controller-webhook{{- end -}}
+{{- define "virtualization.controllerWebhookTLSSecret" -}}virtualization-controller-webhook-tls{{- end -}}
