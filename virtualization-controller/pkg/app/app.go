@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,11 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -62,8 +67,12 @@ func run(ctx context.Context, o Options) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
-	if err := v1alpha2.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("scheme: %w", err)
+	// The internal VMs are kubevirt.io objects here: the apiserver is reached through the
+	// kube-api-rewriter sidecar (docs/virtualization-controller.md).
+	for _, add := range []func(*runtime.Scheme) error{v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("scheme: %w", err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
@@ -96,8 +105,18 @@ func run(ctx context.Context, o Options) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
-	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))
+	if err := vms.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachine controller: %w", err)
+	}
+	classes := vmclass.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmclass.EventSource))
+	if err := classes.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachineclass controller: %w", err)
+	}
+	for _, c := range []prometheus.Collector{cvi.NewPhaseCollector(mgr.GetClient()), vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient())} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	return mgr.Start(ctx)
 }
