@@ -10,8 +10,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 // maxTransitions is how many phase changes status.stats keeps.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/klog/v2"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/api/core/v1alpha2/vmclasscondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 // Finalizer keeps a class while VirtualMachines use it.
