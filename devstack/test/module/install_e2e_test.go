@@ -199,6 +199,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkServiceAccounts(t, ctx, st)
 	checkDVCR(t, ctx, st)
 	checkClusterVirtualImage(t, st)
+	checkVirtualMachine(t, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))

@@ -1,0 +1,163 @@
+package module
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vmManifest: a default class, a blank VirtualDisk over a Block claim the test makes, and a
+// friendly VM that names no class, with runPolicy AlwaysOff.
+const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
+kind: VirtualMachineClass
+metadata:
+  name: module-e2e
+  annotations:
+    virtualmachineclass.virtualization.deckhouse.io/is-default-class: "true"
+spec:
+  cpu:
+    type: Host
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: module-e2e-root
+  namespace: default
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  resources:
+    requests:
+      storage: 64Mi
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualDisk
+metadata:
+  name: module-e2e-root
+  namespace: default
+spec:
+  persistentVolumeClaim:
+    size: 64Mi
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachine
+metadata:
+  name: module-e2e
+  namespace: default
+spec:
+  runPolicy: AlwaysOff
+  cpu:
+    cores: 1
+    coreFraction: 50%
+  memory:
+    size: 128Mi
+  blockDeviceRefs:
+    - kind: VirtualDisk
+      name: module-e2e-root
+`
+
+// checkVirtualMachine checks the VirtualMachine controller through the chart's
+// virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
+// (the internal VM is read back through the admin's renamed names): the default class fills the
+// VM's class, a disk not ready keeps the VM Pending, the internal VM appears with the VM's spec
+// once it is, AlwaysOff keeps it off, AlwaysOn starts it, a change of cores waits for a restart,
+// `kubectl get vm` shows the columns, a class in use outlives its deletion, and deleting the VM
+// removes the internal VM and VMI.
+func checkVirtualMachine(t *testing.T, st *stack) {
+	t.Helper()
+	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
+	kc := st.s.KubeconfigPath()
+	manifest := filepath.Join(t.TempDir(), "vm.yaml")
+	if err := os.WriteFile(manifest, []byte(vmManifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.kubectl(t, kc, "apply", "-f", manifest)
+	defer st.kubectl(t, kc, "delete", "-f", manifest, "--ignore-not-found", "--timeout=120s")
+	get := func(kind, jsonpath string) string {
+		return st.kubectl(t, kc, "-n", "default", "get", kind, "-o", "jsonpath="+jsonpath)
+	}
+	wait := func(kind, cond string, timeout time.Duration) {
+		t.Helper()
+		st.kubectl(t, kc, "-n", "default", "wait", kind, "--for="+cond, "--timeout="+timeout.String())
+	}
+
+	wait("vmclass/module-e2e", "jsonpath={.status.phase}=Ready", time.Minute)
+	if got := get("vmclass/module-e2e", "{.status.availableNodes}"); !strings.Contains(got, nodeName) {
+		t.Errorf("class availableNodes %s", got)
+	}
+	wait("vm/module-e2e", "jsonpath={.spec.virtualMachineClassName}=module-e2e", time.Minute)
+	wait("vm/module-e2e", "jsonpath={.status.conditions[?(@.type=='BlockDevicesReady')].status}=False", time.Minute)
+	if got := get("vm/module-e2e", "{.status.phase}"); got != "Pending" {
+		t.Errorf("phase with the disk not ready: %s", got)
+	}
+	if out := st.kubectl(t, kc, "-n", "default", "get", "internalvirtualizationvirtualmachines", "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+		t.Errorf("an internal VM before its disk is ready: %s", out)
+	}
+
+	// The disk controller is not on this branch yet: mark the blank disk Ready on its claim.
+	st.kubectl(t, kc, "-n", "default", "patch", "vd/module-e2e-root", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"phase":"Ready","capacity":"64Mi","target":{"persistentVolumeClaimName":"module-e2e-root"}}}`)
+	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", time.Minute)
+	internal := "internalvirtualizationvirtualmachines/module-e2e"
+	checks := map[string]string{
+		"{.spec.runStrategy}":                                                                   "Manual",
+		"{.metadata.ownerReferences[0].kind}":                                                   "VirtualMachine",
+		"{.spec.template.spec.domain.cpu.cores}":                                                "1",
+		"{.spec.template.spec.domain.resources.requests.cpu}":                                   "500m",
+		"{.spec.template.spec.domain.resources.limits.cpu}":                                     "1",
+		"{.spec.template.spec.domain.memory.guest}":                                             "128Mi",
+		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      "module-e2e-root",
+		"{.spec.template.spec.domain.devices.disks[0].bootOrder}":                               "1",
+		"{.spec.template.spec.domain.cpu.model}":                                                "host-model",
+		"{.spec.template.spec.networks[0].name}":                                                "default",
+		"{.spec.template.metadata.labels.virtualization\\.deckhouse\\.io/virtual-machine-name}": "module-e2e",
+	}
+	for path, want := range checks {
+		if got := get(internal, path); got != want {
+			t.Errorf("internal VM %s = %q, want %q", path, got, want)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if out := st.kubectl(t, kc, "-n", "default", "get", "internalvirtualizationvirtualmachineinstances", "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+		t.Errorf("AlwaysOff started the VM: %s", out)
+	}
+
+	t.Log("runPolicy AlwaysOn starts it")
+	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOn"}}`)
+	wait("vm/module-e2e", "jsonpath={.status.phase}=Running", 3*time.Minute)
+	if got := get("vm/module-e2e", "{.status.nodeName}"); got != nodeName {
+		t.Errorf("nodeName %q", got)
+	}
+	if got := get("vm/module-e2e", "{.status.resources.cpu.coreFraction}"); got != "50%" {
+		t.Errorf("resources.cpu.coreFraction %q", got)
+	}
+	out := st.kubectl(t, kc, "-n", "default", "get", "vm", "module-e2e")
+	for _, col := range []string{"PHASE", "CORES", "COREFRACTION", "MEMORY", "NEED RESTART", "AGENT", "NODE", "IPADDRESS", "Running", nodeName} {
+		if !strings.Contains(out, col) {
+			t.Errorf("kubectl get vm has no %q:\n%s", col, out)
+		}
+	}
+
+	t.Log("a change of cores waits for a restart")
+	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"cpu":{"cores":2}}}`)
+	wait("vm/module-e2e", "jsonpath={.status.conditions[?(@.type=='AwaitingRestartToApplyConfiguration')].status}=True", time.Minute)
+	if got := get("vm/module-e2e", "{.status.restartAwaitingChanges[0].path}"); got != "/cpu/cores" {
+		t.Errorf("restartAwaitingChanges path %q", got)
+	}
+	if out := st.kubectl(t, kc, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=module-e2e", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "VirtualMachinePhaseChanged") {
+		t.Errorf("events of the VM: %q", out)
+	}
+
+	t.Log("a class in use outlives its deletion; deleting the VM removes the internal VM and VMI")
+	st.kubectl(t, kc, "delete", "vmclass/module-e2e", "--wait=false")
+	wait("vmclass/module-e2e", "jsonpath={.status.phase}=Terminating", time.Minute)
+	st.kubectl(t, kc, "-n", "default", "delete", "vm/module-e2e", "--timeout=2m")
+	for _, kind := range []string{"internalvirtualizationvirtualmachines", "internalvirtualizationvirtualmachineinstances"} {
+		if out := st.kubectl(t, kc, "-n", "default", "get", kind, "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+			t.Errorf("%s left after the VM: %s", kind, out)
+		}
+	}
+	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
+}
