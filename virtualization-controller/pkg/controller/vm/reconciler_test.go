@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 type world struct {
