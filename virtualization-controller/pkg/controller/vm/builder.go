@@ -1,6 +1,9 @@
 package vm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -25,6 +28,9 @@ const (
 	// AnnotationStartPending on the internal VM: created for a run policy that starts it, and not
 	// started yet. The controller removes it once it has asked the core to start the VM.
 	AnnotationStartPending = "virtualization.deckhouse.io/start-pending"
+	// AnnotationSpecHash on the internal VM is the hash of the spec Build made: the core's webhooks
+	// default the stored spec, so the controller compares what it would build with what it built.
+	AnnotationSpecHash = "virtualization.deckhouse.io/spec-hash"
 	// AnnotationIPAddress on the template asks the pod network for the VM's address (the key the
 	// reference module's CNI honours); the core copies template annotations to the launcher Pod.
 	AnnotationIPAddress = "cni.cilium.io/ipAddress"
@@ -110,7 +116,21 @@ func Build(in Inputs) (*kubevirtv1.VirtualMachine, error) {
 			},
 		},
 	}
+	hash, err := specHash(&out.Spec)
+	if err != nil {
+		return nil, err
+	}
+	out.Annotations = map[string]string{AnnotationSpecHash: hash}
 	return out, nil
+}
+
+func specHash(spec *kubevirtv1.VirtualMachineSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("marshal the internal VM's spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
 }
 
 func buildDomain(in Inputs) (kubevirtv1.DomainSpec, error) {

@@ -310,7 +310,7 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 	cur := in.Internal
 	if cur == nil {
 		if StartsAtCreation(in.VM.Spec.RunPolicy) {
-			desired.Annotations = map[string]string{AnnotationStartPending: "true"}
+			desired.Annotations[AnnotationStartPending] = "true"
 		}
 		if err := r.client.Create(ctx, desired); err != nil {
 			return nil, fmt.Errorf("create the internal VM: %w", err)
@@ -318,11 +318,16 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 		r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "InternalVirtualMachineCreated", Note: "created the internal VM"})
 		return desired, nil
 	}
-	if equality.Semantic.DeepEqual(cur.Spec, desired.Spec) && equality.Semantic.DeepEqual(cur.Labels, desired.Labels) {
+	hash := desired.Annotations[AnnotationSpecHash]
+	if cur.Annotations[AnnotationSpecHash] == hash && equality.Semantic.DeepEqual(cur.Labels, desired.Labels) {
 		return cur, nil
 	}
 	cur = cur.DeepCopy()
 	cur.Spec, cur.Labels = desired.Spec, desired.Labels
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[AnnotationSpecHash] = hash
 	if err := r.client.Update(ctx, cur); err != nil {
 		return nil, fmt.Errorf("update the internal VM: %w", err)
 	}
