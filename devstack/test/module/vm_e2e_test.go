@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// vmManifest: a default class, a blank VirtualDisk over a Block claim the test makes, and a
-// friendly VM that names no class, with runPolicy AlwaysOff.
+// vmManifest: a default class, a blank VirtualDisk over a claim the test makes (on a hostPath
+// volume whose directory holds a blank disk.img: this stack has no provisioner), and a friendly VM
+// that names no class, with runPolicy AlwaysOff. VOLUME_DIR is the volume's directory.
 const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
 kind: VirtualMachineClass
 metadata:
@@ -21,13 +22,30 @@ spec:
     type: Host
 ---
 apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: module-e2e-root
+spec:
+  capacity:
+    storage: 64Mi
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath:
+    path: VOLUME_DIR
+  claimRef:
+    namespace: default
+    name: module-e2e-root
+---
+apiVersion: v1
 kind: PersistentVolumeClaim
 metadata:
   name: module-e2e-root
   namespace: default
 spec:
   accessModes: [ReadWriteOnce]
-  volumeMode: Block
+  storageClassName: ""
+  volumeName: module-e2e-root
   resources:
     requests:
       storage: 64Mi
@@ -69,8 +87,15 @@ func checkVirtualMachine(t *testing.T, st *stack) {
 	t.Helper()
 	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
 	kc := st.s.KubeconfigPath()
+	volume := t.TempDir()
+	if err := os.WriteFile(filepath.Join(volume, "disk.img"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(volume, "disk.img"), 64<<20); err != nil {
+		t.Fatal(err)
+	}
 	manifest := filepath.Join(t.TempDir(), "vm.yaml")
-	if err := os.WriteFile(manifest, []byte(vmManifest), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(strings.ReplaceAll(vmManifest, "VOLUME_DIR", volume)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st.kubectl(t, kc, "apply", "-f", manifest)
