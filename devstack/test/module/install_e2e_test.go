@@ -56,6 +56,8 @@ type stack struct {
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
+	// guestDisk is the tiny guest's bootable qcow2 disk.
+	guestDisk string
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -150,7 +152,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	}
 	opts := module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName},
 		Set: prometheusValues, Log: testWriter{t}}
-	return &stack{s: s, opts: opts, kube: kube, kubevirt: kubevirt}
+	return &stack{s: s, opts: opts, kube: kube, kubevirt: kubevirt, guestDisk: img.Disk}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -199,13 +201,13 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkServiceAccounts(t, ctx, st)
 	checkDVCR(t, ctx, st)
 	checkClusterVirtualImage(t, st)
-	checkVirtualMachine(t, st)
+	checkVirtualMachine(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
-	con := openConsole(t, ctx, st.kubevirt)
+	con := openConsole(t, ctx, st.kubevirt, "demo")
 	if _, err := con.WaitFor(regexp.MustCompile(`hello from demo`), 90*time.Second); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
@@ -232,7 +234,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
 	}
-	con = openConsole(t, ctx, st.kubevirt)
+	con = openConsole(t, ctx, st.kubevirt, "demo")
 	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +300,12 @@ func checkServiceAccounts(t *testing.T, ctx context.Context, st *stack) {
 	}
 }
 
-func openConsole(t *testing.T, ctx context.Context, kubevirt string) *guesttest.Console {
+func openConsole(t *testing.T, ctx context.Context, kubevirt, vm string) *guesttest.Console {
 	t.Helper()
 	cfg := mustConfig(t, kubevirt)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		conn, err := console.Open(ctx, cfg, "default", "demo", "console")
+		conn, err := console.Open(ctx, cfg, "default", vm, "console")
 		if err == nil {
 			con := guesttest.NewConsole(conn)
 			t.Cleanup(func() { _ = con.Close() })
