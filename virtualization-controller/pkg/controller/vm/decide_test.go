@@ -305,3 +305,39 @@ func mustJSON(v []string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+func TestDevices(t *testing.T) {
+	ref := v1alpha2.BlockDeviceSpecRef{Kind: KindVirtualDisk, Name: "d"}
+	viRef := v1alpha2.BlockDeviceSpecRef{Kind: KindVirtualImage, Name: "i"}
+	cviRef := v1alpha2.BlockDeviceSpecRef{Kind: KindClusterVirtualImage, Name: "c"}
+	vd := func(phase v1alpha2.DiskPhase, claim string) *v1alpha2.VirtualDisk {
+		return &v1alpha2.VirtualDisk{Status: v1alpha2.VirtualDiskStatus{Phase: phase, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: claim}}}
+	}
+	img := func(phase v1alpha2.ImagePhase, cdrom bool) v1alpha2.ImageStatus {
+		return v1alpha2.ImageStatus{Phase: phase, CDROM: cdrom}
+	}
+	vi := func(st v1alpha2.ImageStatus, url, claim string) *v1alpha2.VirtualImage {
+		return &v1alpha2.VirtualImage{Status: v1alpha2.VirtualImageStatus{ImageStatus: st, Target: v1alpha2.VirtualImageStatusTarget{RegistryURL: url, PersistentVolumeClaimName: claim}}}
+	}
+	cvi := &v1alpha2.ClusterVirtualImage{Status: v1alpha2.ClusterVirtualImageStatus{ImageStatus: img(v1alpha2.ImageReady, true), Target: v1alpha2.ClusterVirtualImageStatusTarget{RegistryURL: "dvcr/cvi/x:latest"}}}
+	cases := []struct {
+		name string
+		got  Device
+		want Device
+	}{
+		{"disk not found", DiskDevice(ref, nil), Device{Ref: ref, Reason: "VirtualDisk d not found"}},
+		{"disk provisioning", DiskDevice(ref, vd(v1alpha2.DiskProvisioning, "")), Device{Ref: ref, Reason: `VirtualDisk d is not ready (phase "Provisioning")`}},
+		{"disk ready", DiskDevice(ref, vd(v1alpha2.DiskReady, "pvc")), Device{Ref: ref, Ready: true, ClaimName: "pvc"}},
+		{"disk waiting for its first consumer", DiskDevice(ref, vd(v1alpha2.DiskWaitForFirstConsumer, "pvc")), Device{Ref: ref, Ready: true, ClaimName: "pvc"}},
+		{"image in DVCR", VirtualImageDevice(viRef, vi(img(v1alpha2.ImageReady, false), "dvcr/vi/ns/x:latest", "")), Device{Ref: viRef, Ready: true, Image: "dvcr/vi/ns/x:latest", ReadOnly: true}},
+		{"image on a claim", VirtualImageDevice(viRef, vi(img(v1alpha2.ImageReady, false), "", "pvc")), Device{Ref: viRef, Ready: true, ClaimName: "pvc", ReadOnly: true}},
+		{"image importing", VirtualImageDevice(viRef, vi(img(v1alpha2.ImageProvisioning, false), "", "")), Device{Ref: viRef, ReadOnly: true, Reason: `VirtualImage i is not ready (phase "Provisioning")`}},
+		{"cluster ISO", ClusterVirtualImageDevice(cviRef, cvi), Device{Ref: cviRef, Ready: true, Image: "dvcr/cvi/x:latest", ReadOnly: true, CDROM: true}},
+		{"cluster image not found", ClusterVirtualImageDevice(cviRef, nil), Device{Ref: cviRef, Reason: "ClusterVirtualImage c not found"}},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+}

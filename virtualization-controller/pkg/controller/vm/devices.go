@@ -13,14 +13,15 @@ const (
 	KindClusterVirtualImage v1alpha2.BlockDeviceKind = "ClusterVirtualImage"
 )
 
-// DiskDevice resolves a VirtualDisk (nil: not found): ready once its phase is Ready and its
-// PersistentVolumeClaim is named.
+// DiskDevice resolves a VirtualDisk (nil: not found): ready once its PersistentVolumeClaim is
+// named and its phase is Ready, or WaitForFirstConsumer (the claim binds when the VM's Pod is
+// scheduled: waiting for Ready would wait forever).
 func DiskDevice(ref v1alpha2.BlockDeviceSpecRef, vd *v1alpha2.VirtualDisk) Device {
 	d := Device{Ref: ref}
 	switch {
 	case vd == nil:
 		d.Reason = fmt.Sprintf("VirtualDisk %s not found", ref.Name)
-	case vd.Status.Phase != v1alpha2.DiskReady || vd.Status.Target.PersistentVolumeClaimName == "":
+	case (vd.Status.Phase != v1alpha2.DiskReady && vd.Status.Phase != v1alpha2.DiskWaitForFirstConsumer) || vd.Status.Target.PersistentVolumeClaimName == "":
 		d.Reason = fmt.Sprintf("VirtualDisk %s is not ready (phase %q)", ref.Name, vd.Status.Phase)
 	default:
 		d.Ready, d.ClaimName, d.Size = true, vd.Status.Target.PersistentVolumeClaimName, vd.Status.Capacity
