@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmcondition"
 	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
@@ -132,6 +133,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if in.DependenciesReady() {
 		if in.Internal, err = r.applyInternal(ctx, in); err != nil {
+			// The core's webhooks may deny the internal VM: the user sees why.
+			r.event(vm, Event{Type: corev1.EventTypeWarning, Reason: string(vmcondition.ReasonInternalVirtualMachineError), Note: err.Error()})
 			return ctrl.Result{}, err
 		}
 	}
