@@ -68,7 +68,7 @@ true
 {{- define "virtualization.metricsTLSSecret" -}}virt-operator-metrics-tls{{- end -}}
 {{- define "virtualization.metricsService" -}}virt-operator-metrics{{- end -}}
 
-{{/* virt-operator's kubeconfig: its rewriter sidecar's api listener on the pod's loopback. */}}
+{{/* The kubeconfig of virt-operator and virtualization-controller: their rewriter sidecar's api listener on the pod's loopback. */}}
 {{- define "virtualization.operatorKubeconfig" -}}
 apiVersion: v1
 kind: Config

@@ -54,6 +54,8 @@ type stack struct {
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
+	// guestDisk is the tiny guest's bootable qcow2 disk.
+	guestDisk string
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -91,7 +93,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt, guestDisk: img.Disk}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -140,12 +142,13 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkDVCR(t, ctx, st)
 	checkClusterVirtualImage(t, st)
 	checkIPAM(t, st)
+	checkVirtualMachine(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
-	con := openConsole(t, ctx, st.kubevirt)
+	con := openConsole(t, ctx, st.kubevirt, "demo")
 	if _, err := con.WaitFor(regexp.MustCompile(`hello from demo`), 90*time.Second); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
@@ -172,7 +175,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
 	}
-	con = openConsole(t, ctx, st.kubevirt)
+	con = openConsole(t, ctx, st.kubevirt, "demo")
 	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -240,12 +243,12 @@ func checkServiceAccounts(t *testing.T, ctx context.Context, st *stack) {
 	}
 }
 
-func openConsole(t *testing.T, ctx context.Context, kubevirt string) *guesttest.Console {
+func openConsole(t *testing.T, ctx context.Context, kubevirt, vm string) *guesttest.Console {
 	t.Helper()
 	cfg := mustConfig(t, kubevirt)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		conn, err := console.Open(ctx, cfg, "default", "demo", "console")
+		conn, err := console.Open(ctx, cfg, "default", vm, "console")
 		if err == nil {
 			con := guesttest.NewConsole(conn)
 			t.Cleanup(func() { _ = con.Close() })

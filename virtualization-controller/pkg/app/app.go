@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -30,9 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/virtualization-controller/pkg/cabundle"
 	"github.com/d8virt/virtualization-controller/pkg/classcrd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
@@ -76,12 +80,12 @@ func run(ctx context.Context, o Options) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
-	if err := v1alpha2.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("scheme: %w", err)
-	}
-	// The internal objects, reached through the rewriter sidecar as kubevirt.io.
-	if err := kubevirtv1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("scheme: %w", err)
+	// The internal VMs are kubevirt.io objects here: the apiserver is reached through the
+	// kube-api-rewriter sidecar (docs/virtualization-controller.md).
+	for _, add := range []func(*runtime.Scheme) error{v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("scheme: %w", err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
@@ -115,21 +119,26 @@ func run(ctx context.Context, o Options) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
-	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))
+	if err := vms.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachine controller: %w", err)
+	}
+	classes := vmclass.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmclass.EventSource))
+	if err := classes.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachineclass controller: %w", err)
 	}
 	ops := vmop.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
 	if err := ops.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("virtualmachineoperation controller: %w", err)
 	}
-	if err := ctrlmetrics.Registry.Register(vmop.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
 	if err := vmip.Setup(ctx, mgr, vmip.Config{Range: o.VirtualMachineCIDRs, Retention: o.LeaseRetention, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(vmip.EventSource)}); err != nil {
 		return err
 	}
-	if err := ctrlmetrics.Registry.Register(vmip.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	for _, c := range []prometheus.Collector{cvi.NewPhaseCollector(mgr.GetClient()), vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
+		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient())} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	if err := setupWebhooks(mgr, o); err != nil {
 		return err
