@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
 
 	subv1alpha2 "github.com/d8virt/virtualization-api/pkg/apis/subresources/v1alpha2"
 	"github.com/d8virt/virtualization-api/pkg/registry"
@@ -44,13 +45,23 @@ func init() {
 func NewConfig() *genericapiserver.RecommendedConfig {
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
 	namer := openapinamer.NewDefinitionNamer(Scheme)
-	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(extensionsopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "virtualization-api"
-	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(extensionsopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "virtualization-api"
 	cfg.EnableMetrics = false
 	cfg.LongRunningFunc = LongRunning()
 	return cfg
+}
+
+// definitions are the OpenAPI schemas: the meta kinds (from apiextensions-apiserver's generated
+// ones, which hold them) and the group's.
+func definitions(ref openapicommon.ReferenceCallback) map[string]openapicommon.OpenAPIDefinition {
+	defs := extensionsopenapi.GetOpenAPIDefinitions(ref)
+	for name, def := range subv1alpha2.GetOpenAPIDefinitions(ref) {
+		defs[name] = def
+	}
+	return defs
 }
 
 // LongRunning says which requests are streams: the streaming subresources (and watches).
