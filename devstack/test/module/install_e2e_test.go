@@ -46,6 +46,7 @@ var serviceAccounts = map[string]string{
 	"virt-operator":             "virt-operator",
 	"dvcr":                      "dvcr",
 	"virtualization-controller": "virtualization-controller",
+	"virtualization-api":        "virtualization-api",
 	"virt-api":                  "kubevirt-apiserver",
 	"virt-controller":           "kubevirt-controller",
 	"virt-handler":              "kubevirt-handler",
@@ -72,6 +73,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
+		"./virtualization-api/cmd/virtualization-api",
 		"./devstack/cmd/node-agent")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
@@ -209,6 +211,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
 	_ = con.Close()
+	checkVirtualizationAPI(t, ctx, st)
 
 	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
 	if err := module.Uninstall(ctx, st.opts); err != nil {
