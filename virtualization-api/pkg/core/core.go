@@ -14,9 +14,9 @@ import (
 
 	"github.com/gorilla/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	wstransport "k8s.io/client-go/transport/websocket"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // The core's group and version, and the subprotocol of its streams (KubeVirt's).
@@ -50,16 +50,18 @@ func New(cfg *rest.Config) (*Client, error) {
 	return &Client{cfg: cfg, base: base, http: hc}, nil
 }
 
-// URL is the address of a VMI's subresource path (console, portforward/22/tcp, freeze).
+// URL is the address of a VMI's subresource path (console, portforward/22/tcp, freeze). The
+// namespace and name are the ones the cluster's API routed to us: DNS names, nothing to escape.
 func (c *Client) URL(namespace, name, path string) string {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/apis/" + Group + "/" + Version + "/namespaces/" +
-		url.PathEscape(namespace) + "/virtualmachineinstances/" + url.PathEscape(name) + "/" + path
+		namespace + "/virtualmachineinstances/" + name + "/" + path
 	return u.String()
 }
 
-// Stream opens the VMI's stream at path. A refusal is the core's Status as an error
-// (apierrors.APIStatus), e.g. 404 for a missing VMI or 409 for one that does not run.
+// Stream opens the VMI's stream at path. A refusal is the core's Status (apierrors.APIStatus,
+// its code kept, its message prefixed with the VMI), e.g. 404 for a missing VMI or 409 for one
+// that does not run.
 func (c *Client) Stream(ctx context.Context, namespace, name, path string) (*websocket.Conn, error) {
 	rt, holder, err := wstransport.RoundTripperFor(c.cfg)
 	if err != nil {
@@ -72,11 +74,12 @@ func (c *Client) Stream(ctx context.Context, namespace, name, path string) (*web
 	ws, err := wstransport.Negotiate(rt, holder, req, PlainSubprotocol)
 	if err != nil {
 		var up *httpstream.UpgradeFailureError
-		if errors.As(err, &up) {
-			var status apierrors.APIStatus
-			if errors.As(up.Cause, &status) {
-				return nil, up.Cause
-			}
+		var status apierrors.APIStatus
+		if errors.As(err, &up) && errors.As(up.Cause, &status) {
+			// The core's refusal, with its code, saying whose it is.
+			st := status.Status()
+			st.Message = fmt.Sprintf("the core's virt-api for VMI %s/%s: %s", namespace, name, st.Message)
+			return nil, &apierrors.StatusError{ErrStatus: st}
 		}
 		return nil, fmt.Errorf("open %s of VMI %s/%s: %w", path, namespace, name, err)
 	}

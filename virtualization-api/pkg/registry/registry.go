@@ -54,22 +54,44 @@ type Deps struct {
 
 // Storage is the group version's storage map: virtualmachines and its subresources.
 func Storage(d Deps) map[string]rest.Storage {
-	m := map[string]rest.Storage{"virtualmachines": vmStorage{}}
+	m := map[string]rest.Storage{"virtualmachines": vmStorage{
+		vms:            d.VMs,
+		TableConvertor: rest.NewDefaultTableConvertor(subv1alpha2.SchemeGroupVersion.WithResource("virtualmachines").GroupResource()),
+	}}
 	for _, s := range subresource.All {
 		m["virtualmachines/"+s.Name] = &connecter{sub: s, d: d}
 	}
 	return m
 }
 
-// vmStorage is the resource virtualmachines itself: it has no verbs (the objects are the
-// friendly group's), only subresources.
-type vmStorage struct{}
+// vmStorage is the resource virtualmachines itself. Its get shows the friendly VM whose
+// subresources these are (its metadata); it stores nothing. (kubectl api-resources lists only
+// resources with a verb.)
+type vmStorage struct {
+	vms VMs
+	rest.TableConvertor
+}
 
 var (
 	_ rest.Storage              = vmStorage{}
 	_ rest.Scoper               = vmStorage{}
 	_ rest.SingularNameProvider = vmStorage{}
+	_ rest.Getter               = vmStorage{}
 )
+
+// Get is the friendly VM's metadata under this group's kind.
+func (s vmStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns, _ := request.NamespaceFrom(ctx)
+	vm, err := s.vms.Get(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	out := &subv1alpha2.VirtualMachine{ObjectMeta: metav1.ObjectMeta{
+		Name: vm.Name, Namespace: vm.Namespace, UID: vm.UID, CreationTimestamp: vm.CreationTimestamp,
+		Labels: vm.Labels, DeletionTimestamp: vm.DeletionTimestamp,
+	}}
+	return out, nil
+}
 
 func (vmStorage) New() runtime.Object     { return &subv1alpha2.VirtualMachine{} }
 func (vmStorage) Destroy()                {}

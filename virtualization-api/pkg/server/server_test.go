@@ -138,7 +138,7 @@ func TestDiscovery(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"virtualmachines": "", "virtualmachines/console": "get", "virtualmachines/vnc": "get", "virtualmachines/portforward": "get",
+		"virtualmachines": "get", "virtualmachines/console": "get", "virtualmachines/vnc": "get", "virtualmachines/portforward": "get",
 		"virtualmachines/addvolume": "update", "virtualmachines/removevolume": "update", "virtualmachines/freeze": "update", "virtualmachines/unfreeze": "update",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -170,6 +170,8 @@ func TestRouting(t *testing.T) {
 		code               int
 		body               string // a part of the answer
 	}{
+		{"the VM itself", http.MethodGet, "up", 200, `"kind":"VirtualMachine","apiVersion":"subresources.virtualization.deckhouse.io/v1alpha2","metadata":{"name":"up","namespace":"ns"`},
+		{"a missing VM itself", http.MethodGet, "missing", 404, `virtualmachines.virtualization.deckhouse.io \"missing\" not found`},
 		{"missing VM", http.MethodGet, "missing/console", 404, `virtualmachines.virtualization.deckhouse.io \"missing\" not found`},
 		{"stopped VM", http.MethodPut, "off/freeze", 409, `VirtualMachine is not Running: freeze needs the phase Running, the phase is Stopped`},
 		{"freeze passed on", http.MethodPut, "up/freeze", 202, "core says ok"},
