@@ -172,3 +172,25 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
+
+// A client that answers no ping (it never reads) is dead after three intervals: the guest is
+// told 1001.
+func TestDeadClient(t *testing.T) {
+	guestGot := make(chan int, 1)
+	g := guest(t, websocket.CloseNormalClosure, guestGot)
+	defer g.Close()
+	codes := make(chan int, 1)
+	m := middle(t, Config{PingInterval: 30 * time.Millisecond, CloseGrace: 100 * time.Millisecond, Count: func(string, int) {}}, g.URL, codes)
+	defer m.Close()
+	ws := dial(t, m.URL)
+	defer ws.Close()
+	select {
+	case got := <-guestGot:
+		if got != websocket.CloseGoingAway {
+			t.Errorf("guest got close %d, want %d", got, websocket.CloseGoingAway)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a client that answers no ping still holds the stream")
+	}
+	<-codes
+}
