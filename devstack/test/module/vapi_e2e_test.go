@@ -17,9 +17,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/client-go/rest"
 	wstransport "k8s.io/client-go/transport/websocket"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/testenv"
