@@ -208,7 +208,7 @@ func UsersRewriter(s *controlplane.Stack, binDir, kubeconfig string, port int) (
 
 // Components are the Deployments and the DaemonSet (the last) of the module, in the order they
 // come up.
-var Components = []string{"virt-operator", "dvcr", "virtualization-controller", "virt-api", "virt-controller", "virt-handler"}
+var Components = []string{"virt-operator", "dvcr", "virtualization-controller", "virtualization-api", "virt-api", "virt-controller", "virt-handler"}
 
 // State is how far the module got.
 type State struct {

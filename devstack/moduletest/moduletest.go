@@ -34,6 +34,7 @@ var binaries = []string{
 	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
+	"./virtualization-api/cmd/virtualization-api",
 	"./devstack/cmd/node-agent",
 }
 

@@ -113,3 +113,17 @@ app.kubernetes.io/component: virtualization-controller
 {{- define "virtualization.controllerMetricsTLSSecret" -}}virtualization-controller-metrics-tls{{- end -}}
 {{- define "virtualization.controllerWebhookService" -}}virtualization-controller-webhook{{- end -}}
 {{- define "virtualization.controllerWebhookTLSSecret" -}}virtualization-controller-webhook-tls{{- end -}}
+
+{{/* virtualization-api: the labels that select its pods, its image, its Services and Secrets. */}}
+{{- define "virtualization.apiSelector" -}}
+app.kubernetes.io/name: virtualization
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: virtualization-api
+{{- end -}}
+{{- define "virtualization.apiImage" -}}
+{{- include "virtualization.image" (dict "root" . "name" "virtualization-api" "override" .Values.images.virtualizationApi) -}}
+{{- end -}}
+{{- define "virtualization.apiService" -}}virtualization-api{{- end -}}
+{{- define "virtualization.apiTLSSecret" -}}virtualization-api-tls{{- end -}}
+{{- define "virtualization.apiMetricsService" -}}virtualization-api-metrics{{- end -}}
+{{- define "virtualization.apiMetricsTLSSecret" -}}virtualization-api-metrics-tls{{- end -}}

@@ -43,6 +43,7 @@ var serviceAccounts = map[string]string{
 	"virt-operator":             "virt-operator",
 	"dvcr":                      "dvcr",
 	"virtualization-controller": "virtualization-controller",
+	"virtualization-api":        "virtualization-api",
 	"virt-api":                  "kubevirt-apiserver",
 	"virt-controller":           "kubevirt-controller",
 	"virt-handler":              "kubevirt-handler",
@@ -153,6 +154,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
 	_ = con.Close()
+	checkVirtualizationAPI(t, ctx, st)
 
 	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
 	if err := module.Uninstall(ctx, st.opts); err != nil {

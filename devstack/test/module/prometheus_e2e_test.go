@@ -123,10 +123,11 @@ func freeLoopbackAddr(t *testing.T) string {
 
 // The metrics Services and their ports: every one must be a target that is up.
 var metricsEndpoints = map[string][]string{
-	"virt-operator-metrics":   {"https-metrics", "https-metrics-rewrite"},
-	"virt-api-metrics":        {"metrics", "metrics-rewrite"},
-	"virt-controller-metrics": {"metrics", "metrics-rewrite"},
-	"virt-handler-metrics":    {"metrics", "metrics-rewrite"},
+	"virt-operator-metrics":      {"https-metrics", "https-metrics-rewrite"},
+	"virt-api-metrics":           {"metrics", "metrics-rewrite"},
+	"virt-controller-metrics":    {"metrics", "metrics-rewrite"},
+	"virt-handler-metrics":       {"metrics", "metrics-rewrite"},
+	"virtualization-api-metrics": {"https-metrics"},
 }
 
 // waitTargetsUp waits until every active target is up and each metrics endpoint has one.
