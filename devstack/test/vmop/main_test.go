@@ -6,9 +6,9 @@ package vmop
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,8 +28,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
@@ -52,18 +52,20 @@ type cluster struct {
 	nodes  []string
 }
 
-// startCluster imports the guest image, starts a stack of its own with the core on the given
-// nodes, and runs the VirtualMachineOperation reconciler against it until the test ends.
+// startCluster imports the guest image, starts a stack of its own with the module installed
+// from the chart on the given nodes, and runs the VirtualMachineOperation reconciler against it
+// until the test ends.
 func startCluster(t *testing.T, nodes ...string) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
+	ctx := testenv.Context(t)
 	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := guest.BuildImage(testenv.Context(t))
+	img, err := guest.BuildImage(ctx)
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
 	}
@@ -71,9 +73,24 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 	if _, err := nodeagent.ImportImage(store, guestImage, img.Disk); err != nil {
 		t.Fatal(err)
 	}
-	host := fmt.Sprintf("vmop-virt-api-%d", os.Getpid())
-	cc := coretest.Start(t, coretest.Config{Repo: repo, HostName: host, Nodes: nodes, ImageStore: store})
-	cfg, err := clientcmd.BuildConfigFromFlags("", cc.Kubevirt)
+	mc, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: store, Log: os.Stderr})
+	if err != nil {
+		t.Fatalf("stack: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			var b strings.Builder
+			mc.Logs(&b)
+			t.Log(b.String())
+		}
+		if err := mc.Stop(); err != nil {
+			t.Errorf("stop the stack: %v", err)
+		}
+	})
+	if err := mc.Install(ctx); err != nil {
+		t.Fatalf("install the module: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", mc.Kubevirt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -306,5 +307,35 @@ func TestReconcileDeleteCancelsMigration(t *testing.T) {
 	}
 	if err := w.c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "vmop-move"}, &kubevirtv1.VirtualMachineInstanceMigration{}); !apierrors.IsNotFound(err) {
 		t.Errorf("migration still there: %v", err)
+	}
+}
+
+// The phase gauge, gathered as Prometheus does, has a series per operation and phase.
+func TestPhaseCollector(t *testing.T) {
+	w := newWorld(t, newVM(v1alpha2.AlwaysOffPolicy, v1alpha2.MachineStopped))
+	w.create(newOp("refused", v1alpha2.VMOPTypeStart, false))
+	w.settle("refused")
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(NewPhaseCollector(w.c)); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(families) != 1 || families[0].GetName() != MetricStatusPhase || len(families[0].GetMetric()) != len(Phases) {
+		t.Fatalf("families %v", families)
+	}
+	for _, m := range families[0].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["namespace"] != "ns" || l["name"] != "refused" {
+			t.Errorf("labels %v", l)
+		}
+		if want := l["phase"] == string(v1alpha2.VMOPPhaseFailed); (m.GetGauge().GetValue() == 1) != want {
+			t.Errorf("phase %s = %v", l["phase"], m.GetGauge().GetValue())
+		}
 	}
 }
