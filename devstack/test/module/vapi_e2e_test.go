@@ -22,34 +22,20 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/d8virt/devstack/guest/guesttest"
-	"github.com/d8virt/devstack/testenv"
 )
 
-// The group virtualization-api serves, and the friendly VM the test puts over the example's
-// internal one (until virtualization-controller makes internal VMs from friendly ones, the test
-// writes both: the internal VM is examples/vm.yaml's, the friendly one and its phase are the
-// test's).
+// The group virtualization-api serves.
 const (
 	vapiGroup  = "subresources.virtualization.deckhouse.io"
 	vapiPrefix = "/apis/" + vapiGroup + "/v1alpha2/namespaces/"
-	friendlyVM = `apiVersion: virtualization.deckhouse.io/v1alpha2
-kind: VirtualMachine
-metadata:
-  name: demo
-  namespace: default
-spec:
-  cpu: {cores: 1}
-  memory: {size: 256Mi}
-  blockDeviceRefs:
-    - {kind: ClusterVirtualImage, name: tiny-guest}
-`
 )
 
-// checkVirtualizationAPI checks virtualization-api from the chart against the running VM demo:
+// checkVirtualizationAPI checks virtualization-api from the chart against the running friendly
+// VM vm in default (checkVirtualMachine's, made by virtualization-controller):
 // discovery lists the subresources; a user with only virtualmachines/console in default gets the
 // guest's serial console through it, a second console is refused naming the holder (and the probe
 // shows it), VNC, another namespace and a user without the right get 403, a missing VM 404.
-func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
+func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack, vm string) {
 	t.Helper()
 	admin := st.s.KubeconfigPath()
 	t.Log("virtualization-api: kubectl api-resources and discovery list the subresources")
@@ -64,15 +50,6 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
 		}
 	}
 
-	if out, err := testenv.KubectlInput(t, admin, friendlyVM, "apply", "-f", "-"); err != nil {
-		t.Fatalf("the friendly VM: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = testenv.KubectlInput(t, admin, "", "delete", "virtualmachines.virtualization.deckhouse.io", "-n", "default", "demo", "--ignore-not-found")
-	})
-	st.kubectl(t, admin, "patch", "virtualmachines.virtualization.deckhouse.io", "-n", "default", "demo",
-		"--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Running"}}`)
-
 	tokens := consoleUsers(t, ctx, st)
 	cfg, err := st.s.RESTConfig()
 	if err != nil {
@@ -83,7 +60,7 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
 	}
 
 	t.Log("virtualization-api: a user with only virtualmachines/console types into the guest's console")
-	ws := openVAPI(t, ctx, as("console-user"), "default", "demo", "console")
+	ws := openVAPI(t, ctx, as("console-user"), "default", vm, "console")
 	con := guesttest.NewConsole(&wsConn{ws: ws})
 	if err := con.Write("echo vapi-$((6*7))\n"); err != nil {
 		t.Fatal(err)
@@ -99,10 +76,10 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
 		code                    int
 		msg                     string
 	}{
-		{"second console", "console-user", "default", "demo", "console", 409, `the console of the VirtualMachine is in use by "` + holder + `"`},
-		{"vnc without the right", "console-user", "default", "demo", "vnc", 403, `cannot get resource "virtualmachines/vnc" in API group "` + vapiGroup + `" in the namespace "default"`},
-		{"another namespace", "console-user", "kube-system", "demo", "console", 403, `cannot get resource "virtualmachines/console" in API group "` + vapiGroup + `" in the namespace "kube-system"`},
-		{"no right", "no-console", "default", "demo", "console", 403, `User "system:serviceaccount:default:no-console" cannot get resource "virtualmachines/console"`},
+		{"second console", "console-user", "default", vm, "console", 409, `the console of the VirtualMachine is in use by "` + holder + `"`},
+		{"vnc without the right", "console-user", "default", vm, "vnc", 403, `cannot get resource "virtualmachines/vnc" in API group "` + vapiGroup + `" in the namespace "default"`},
+		{"another namespace", "console-user", "kube-system", vm, "console", 403, `cannot get resource "virtualmachines/console" in API group "` + vapiGroup + `" in the namespace "kube-system"`},
+		{"no right", "no-console", "default", vm, "console", 403, `User "system:serviceaccount:default:no-console" cannot get resource "virtualmachines/console"`},
 		{"missing VM", "console-user", "default", "nope", "console", 404, `virtualmachines.virtualization.deckhouse.io "nope" not found`},
 	} {
 		code, msg := refusal(ctx, as(tc.user), tc.ns, tc.vm, tc.sub)
@@ -110,7 +87,7 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
 			t.Errorf("%s: %d %s\nwant %d with %s", tc.name, code, msg, tc.code, tc.msg)
 		}
 	}
-	probe := st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/demo/console")
+	probe := st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/"+vm+"/console")
 	if !strings.Contains(probe, `"held":true,"holder":"`+holder+`"`) {
 		t.Errorf("session probe: %s", probe)
 	}
@@ -118,7 +95,7 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack) {
 
 	t.Log("virtualization-api: the console is free again once closed")
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/demo/console"), `"held":false`) {
+	for !strings.Contains(st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/"+vm+"/console"), `"held":false`) {
 		if time.Now().After(deadline) {
 			t.Fatal("the console session is still held after the stream closed")
 		}

@@ -177,6 +177,9 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	if _, err := con.WaitFor(regexp.MustCompile(`hello from module-e2e`), 2*time.Minute); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
+	_ = con.Close()
+	checkVirtualizationAPI(t, ctx, st, "module-e2e")
+	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
 
 	t.Log("a change of cores waits for a restart")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"cpu":{"cores":2}}}`)
