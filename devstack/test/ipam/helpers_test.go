@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
@@ -81,8 +82,10 @@ type controller struct {
 func startController(t *testing.T, env *testenv.Env) *controller {
 	t.Helper()
 	scheme := kruntime.NewScheme()
-	if err := v1alpha2.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	for _, add := range []func(*kruntime.Scheme) error{v1alpha2.AddToScheme, v1alpha3.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
 	}
 	host := env.Net.GatewayIP().String()
 	port := freePort(t, host)

@@ -231,6 +231,23 @@ func TestMachineDenials(t *testing.T) {
 		}
 		return v.Status.VirtualMachineName == "first", fmt.Sprintf("%+v", v.Status)
 	})
+	// A machine too big for its class's sizing policy.
+	class := "ipam-sizing-" + dnsSuffix()
+	classManifest := "apiVersion: virtualization.deckhouse.io/v1alpha3\nkind: VirtualMachineClass\nmetadata:\n  name: " + class +
+		"\nspec:\n  cpu: {type: Host}\n  sizingPolicies:\n  - cores: {min: 1, max: 2}\n"
+	if out, err := testenv.KubectlInput(t, env.Kubeconfig, classManifest, "create", "-f", "-"); err != nil {
+		t.Fatalf("create a class: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = testenv.KubectlInput(t, env.Kubeconfig, "", "delete", "virtualmachineclasses.v1alpha3.virtualization.deckhouse.io", class, "--ignore-not-found")
+	})
+	big := strings.Replace(machine("big", "", "disk"), "cpu: {cores: 1}", "cpu: {cores: 4}\n  virtualMachineClassName: "+class, 1)
+	out, err = testenv.KubectlInput(t, env.Kubeconfig, big, "create", "-f", "-")
+	want = `spec.cpu.cores: Invalid value: 4: virtual machine big has no valid size policy in vm class ` + class
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("a machine breaking its class's sizing policy: %v\n%s\nwant %q", err, out, want)
+	}
+
 	out, err = testenv.KubectlInput(t, env.Kubeconfig, machine("second", "first", "disk"), "create", "-f", "-")
 	want = `spec.virtualMachineIPAddressName: Invalid value: "first": unable to bind the ip address (first) to the virtual machine (second): the ip address has already been linked to another one`
 	if err == nil || !strings.Contains(out, want) {

@@ -1,5 +1,6 @@
 // Package vmvalidation is the validating webhook of VirtualMachine for what the schema cannot
-// see: its block devices exist, and its VirtualMachineIPAddress is not another machine's.
+// see: it fits its class's sizing policy, its block devices exist, and its
+// VirtualMachineIPAddress is not another machine's.
 package vmvalidation
 
 import (
@@ -15,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha3"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/denial"
 )
@@ -63,7 +66,40 @@ func (v *Validator) Validate(ctx context.Context, vm, old *v1alpha2.VirtualMachi
 		return nil, err
 	}
 	ipErrs, err := v.address(ctx, vm, old)
-	return append(errs, ipErrs...), err
+	if err != nil {
+		return nil, err
+	}
+	sizeErrs, err := v.sizing(ctx, vm, old)
+	return append(append(errs, ipErrs...), sizeErrs...), err
+}
+
+// sizing checks the sizing policy on creation and when the cores, fraction, memory or class
+// change (a class changed since must not block other updates). A class that does not exist (yet)
+// is the VM controller's to report.
+func (v *Validator) sizing(ctx context.Context, machine, old *v1alpha2.VirtualMachine) (field.ErrorList, error) {
+	if old != nil && old.Spec.CPU == machine.Spec.CPU && old.Spec.Memory.Size.Cmp(machine.Spec.Memory.Size) == 0 &&
+		old.Spec.VirtualMachineClassName == machine.Spec.VirtualMachineClassName {
+		return nil, nil
+	}
+	name := machine.Spec.VirtualMachineClassName
+	if name == "" {
+		var list v1alpha3.VirtualMachineClassList
+		if err := v.reader.List(ctx, &list); err != nil {
+			return nil, fmt.Errorf("list VirtualMachineClasses: %w", err)
+		}
+		if name, _ = vm.DefaultClass(list.Items); name == "" {
+			return nil, nil
+		}
+	}
+	class := &v1alpha3.VirtualMachineClass{}
+	err := v.reader.Get(ctx, types.NamespacedName{Name: name}, class)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get VirtualMachineClass %s: %w", name, err)
+	}
+	return SizingErrors(machine, class), nil
 }
 
 // blockDevices: every device added (all of them on creation) exists.

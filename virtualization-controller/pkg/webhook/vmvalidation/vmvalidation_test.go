@@ -13,11 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha3"
 )
 
 func TestHandle(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := v1alpha2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha3.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	ip := func(name, user string, owner string) client.Object {
