@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -24,6 +25,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vd"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -65,6 +67,7 @@ func run(ctx context.Context, o Options) error {
 	if err := v1alpha2.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
+	managed := labels.SelectorFromSet(labels.Set{vd.LabelManagedBy: vd.ManagedBy})
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.LeaderElect,
@@ -72,9 +75,12 @@ func run(ctx context.Context, o Options) error {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
-		// Importer Pods live in the module's namespace only; the cache holds no other Pod.
+		// The cache holds only the Pods (importers) and claims (disks') the controller made:
+		// a ClusterVirtualImage's importer runs in the module's namespace, a VirtualDisk's next
+		// to its claim.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			&corev1.Pod{}:                   {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
 		}},
 	})
 	if err != nil {
@@ -97,6 +103,17 @@ func run(ctx context.Context, o Options) error {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
 	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
+		Pods:      vd.PodConfig{Image: o.ImporterImage},
+		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
+		Interval: o.ProgressInterval,
+	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))
+	if err := disks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualdisk controller: %w", err)
+	}
+	if err := ctrlmetrics.Registry.Register(vd.NewPhaseCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return mgr.Start(ctx)

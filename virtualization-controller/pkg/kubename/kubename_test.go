@@ -16,7 +16,7 @@ func TestJoin(t *testing.T) {
 	}{
 		{"short", []string{"vd", "disk", "uid"}, "vd-disk-uid"},
 		{"exactly the limit", []string{"vd", strings.Repeat("b", 250)}, "vd-" + strings.Repeat("b", 250)},
-		{"too long", []string{"vd", long}, "vd-" + strings.Repeat("a", 239) + "-" + sha("vd-" + long)},
+		{"too long", []string{"vd", long}, "vd-" + strings.Repeat("a", 239) + "-" + sha("vd-"+long)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
