@@ -345,7 +345,7 @@ func (r *Reconciler) observe(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc 
 		log.FromContext(ctx).Info("claim grows", "claim", pvc.Name, "request", want.String())
 	}
 	wffc := false
-	if pvc.Status.Phase == corev1.ClaimPending && pvc.Spec.StorageClassName != nil {
+	if pvc.Status.Phase != corev1.ClaimBound && pvc.Spec.StorageClassName != nil {
 		sc := &storagev1.StorageClass{}
 		if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("get storage class: %w", err)
