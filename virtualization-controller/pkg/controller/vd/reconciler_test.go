@@ -280,7 +280,6 @@ func TestReconcileImportFailed(t *testing.T) {
 	}
 }
 
-
 func TestReconcileBlank(t *testing.T) {
 	w := newWorld(t, newDisk(nil, "1Gi"))
 	w.reconcile()
@@ -429,4 +428,3 @@ func TestReconcileLost(t *testing.T) {
 	}
 	w.event("Warning PVCLost")
 }
-
