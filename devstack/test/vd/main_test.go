@@ -72,7 +72,7 @@ func startStack(t *testing.T) *stack {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, loop devices, libvirtd and QEMU")
 	}
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	env := testenv.Get(t)
 	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
@@ -227,7 +227,7 @@ func freePort() (int, error) {
 func (st *stack) namespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := st.admin.Create(testenv.Context(t), ns); err != nil {
+	if err := st.admin.Create(longContext(t), ns); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -258,6 +258,15 @@ func (st *stack) namespace(t *testing.T, name string) string {
 	return name
 }
 
+// longContext lasts for the whole test: building and starting the stack alone can take more
+// than testenv.Context's five minutes on a loaded machine, and so can a test that boots a VM
+// twice.
+func longContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // poll calls check until it is nil or timeout passes, and returns its last error then.
 func poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
@@ -279,7 +288,7 @@ func poll(ctx context.Context, timeout time.Duration, check func(context.Context
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	if err := poll(testenv.Context(t), timeout, check); err != nil {
+	if err := poll(longContext(t), timeout, check); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/provisioner"
-	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
 
@@ -95,7 +94,7 @@ func (st *stack) expectEvent(t *testing.T, vd *v1alpha2.VirtualDisk, eventType, 
 }
 
 func testWrongChecksum(t *testing.T, st *stack) {
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-checksum-%d", os.Getpid()))
 	vd := newDisk(ns, "bad", st.httpSource(strings.Repeat("0", 64)), "64Mi", "")
 	if err := st.admin.Create(ctx, vd); err != nil {
@@ -137,7 +136,7 @@ func (st *stack) blockClass(t *testing.T) string {
 		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 		AllowVolumeExpansion: ptr.To(true),
 	}
-	if err := st.admin.Create(testenv.Context(t), sc); err != nil {
+	if err := st.admin.Create(longContext(t), sc); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.admin.Delete(context.Background(), sc) })
@@ -182,7 +181,7 @@ func newVMI(ns, name, root, data string) *kubevirtv1.VirtualMachineInstance {
 // bootVMI creates the VMI, waits until it runs and its guest's shell answers on the console.
 func (st *stack) bootVMI(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) *guesttest.Console {
 	t.Helper()
-	if err := st.kubevirt.Create(testenv.Context(t), vmi.DeepCopy()); err != nil {
+	if err := st.kubevirt.Create(longContext(t), vmi.DeepCopy()); err != nil {
 		t.Fatalf("create VMI: %v", err)
 	}
 	eventually(t, 4*time.Minute, "VMI running", func(ctx context.Context) error {
@@ -223,7 +222,7 @@ func (st *stack) bootVMI(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) *
 // deleteVMI deletes the VMI and waits until it and its launcher Pod are gone.
 func (st *stack) deleteVMI(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
-	if err := st.kubevirt.Delete(testenv.Context(t), vmi); client.IgnoreNotFound(err) != nil {
+	if err := st.kubevirt.Delete(longContext(t), vmi); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "VMI and launcher gone", func(ctx context.Context) error {
@@ -274,7 +273,7 @@ func guestDisk(t *testing.T, con *guesttest.Console, serial string) (string, int
 }
 
 func testBootResizeProtect(t *testing.T, st *stack) {
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
 	root := newDisk(ns, "root", st.httpSource(st.guestSHA256), "64Mi", "")
 	data := newDisk(ns, "data", nil, "32Mi", st.blockClass(t))
