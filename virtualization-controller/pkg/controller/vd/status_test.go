@@ -1,10 +1,13 @@
 package vd
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,4 +148,28 @@ func TestPhaseValues(t *testing.T) {
 	check(v1alpha2.DiskReady)
 	d.DeletionTimestamp = &metav1.Time{}
 	check(v1alpha2.DiskTerminating)
+}
+
+func TestPhaseCollector(t *testing.T) {
+	d := disk(nil, "1Gi", "")
+	d.ResourceVersion = ""
+	d.Status.Phase = v1alpha2.DiskReady
+	w := newWorld(t, d)
+	var want strings.Builder
+	want.WriteString("# HELP d8_virtualization_virtualdisk_status_phase The phase of a VirtualDisk: 1 for its phase, 0 for the others.\n# TYPE d8_virtualization_virtualdisk_status_phase gauge\n")
+	phases := make([]string, 0, len(Phases))
+	for _, p := range Phases {
+		phases = append(phases, string(p))
+	}
+	slices.Sort(phases)
+	for _, p := range phases {
+		v := 0
+		if p == string(v1alpha2.DiskReady) {
+			v = 1
+		}
+		fmt.Fprintf(&want, "d8_virtualization_virtualdisk_status_phase{name=\"tiny\",namespace=\"ns\",phase=%q} %d\n", p, v)
+	}
+	if err := testutil.CollectAndCompare(NewPhaseCollector(w.c), strings.NewReader(want.String())); err != nil {
+		t.Fatal(err)
+	}
 }
