@@ -32,10 +32,20 @@ import (
 // for its first consumer (the VMI's launcher Pod), grows, and the guest sees the new size after
 // the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
 // disk with nothing left behind.
+//
+// Import needs no VM (`-run 'TestVirtualDisk/(WrongChecksum|Import)$'` runs without the lock);
+// BootResizeProtect boots the guest from Import's disks.
 func TestVirtualDisk(t *testing.T) {
 	st := startStack(t)
 	t.Run("WrongChecksum", func(t *testing.T) { testWrongChecksum(t, st) })
-	t.Run("BootResizeProtect", func(t *testing.T) { testBootResizeProtect(t, st) })
+	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
+	block := st.blockClass(t)
+	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
+	var root, data *v1alpha2.VirtualDisk
+	if !t.Run("Import", func(t *testing.T) { root, data = testImport(t, st, ns, block) }) {
+		return
+	}
+	t.Run("BootResizeProtect", func(t *testing.T) { testBootResizeProtect(t, st, root, data) })
 }
 
 func newDisk(ns, name string, ds *v1alpha2.VirtualDiskDataSource, size, class string) *v1alpha2.VirtualDisk {
@@ -272,11 +282,13 @@ func guestDisk(t *testing.T, con *guesttest.Console, serial string) (string, int
 	return dev, n * 512
 }
 
-func testBootResizeProtect(t *testing.T, st *stack) {
+// testImport makes the root disk, imported over HTTP, and the blank data disk, and returns them
+// Ready and WaitForFirstConsumer.
+// block is a StorageClass whose disks are Block volumes.
+func testImport(t *testing.T, st *stack, ns, block string) (*v1alpha2.VirtualDisk, *v1alpha2.VirtualDisk) {
 	ctx := longContext(t)
-	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
 	root := newDisk(ns, "root", st.httpSource(st.guestSHA256), "64Mi", "")
-	data := newDisk(ns, "data", nil, "32Mi", st.blockClass(t))
+	data := newDisk(ns, "data", nil, "32Mi", block)
 	for _, vd := range []*v1alpha2.VirtualDisk{root, data} {
 		if err := st.admin.Create(ctx, vd); err != nil {
 			t.Fatal(err)
@@ -312,6 +324,16 @@ func testBootResizeProtect(t *testing.T, st *stack) {
 		return nil
 	})
 
+	return root, data
+}
+
+func testBootResizeProtect(t *testing.T, st *stack, root, data *v1alpha2.VirtualDisk) {
+	ctx := longContext(t)
+	ns := root.Namespace
+	rootClaim, err := st.claim(ctx, ns, root.Status.Target.PersistentVolumeClaimName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	vmi := newVMI(ns, "guest", root.Status.Target.PersistentVolumeClaimName, data.Status.Target.PersistentVolumeClaimName)
 	con := st.bootVMI(t, vmi)
 	t.Log("the guest boots from the disk")
