@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -35,6 +36,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/cabundle"
 	"github.com/d8virt/virtualization-controller/pkg/classcrd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
@@ -87,6 +89,7 @@ func run(ctx context.Context, o Options) error {
 			return fmt.Errorf("scheme: %w", err)
 		}
 	}
+	managed := labels.SelectorFromSet(labels.Set{vd.LabelManagedBy: vd.ManagedBy})
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.LeaderElect,
@@ -95,9 +98,12 @@ func run(ctx context.Context, o Options) error {
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
 		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir}),
-		// Importer Pods live in the module's namespace only; the cache holds no other Pod.
+		// The cache holds only the Pods (importers) and claims (disks') the controller made:
+		// a ClusterVirtualImage's importer runs in the module's namespace, a VirtualDisk's next
+		// to its claim.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			&corev1.Pod{}:                   {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
 		}},
 	})
 	if err != nil {
@@ -135,13 +141,21 @@ func run(ctx context.Context, o Options) error {
 		return err
 	}
 	for _, c := range []prometheus.Collector{cvi.NewPhaseCollector(mgr.GetClient()), vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
-		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient())} {
+		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient()), vd.NewPhaseCollector(mgr.GetClient())} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	if err := setupWebhooks(mgr, o); err != nil {
 		return err
+	}
+	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
+		Pods:      vd.PodConfig{Image: o.ImporterImage},
+		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
+		Interval: o.ProgressInterval,
+	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))
+	if err := disks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualdisk controller: %w", err)
 	}
 	return mgr.Start(ctx)
 }

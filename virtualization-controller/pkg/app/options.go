@@ -34,6 +34,9 @@ type Options struct {
 	// DVCRPusherSecret (.dockerconfigjson) and DVCRTLSSecret (ca.crt) are Secrets in Namespace.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
+	// DVCRPullerSecret (.dockerconfigjson) is in Namespace: a VirtualDisk made from an image in
+	// DVCR reads it with these credentials (copied into its importer's Secret, with DVCR's CA).
+	DVCRPullerSecret string
 	// DVCRAuthFile and DVCRCAFile are the same Secrets mounted into the controller's own Pod:
 	// it deletes a deleted image's manifest from DVCR with them.
 	DVCRAuthFile string
@@ -73,6 +76,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRAddress, "dvcr-address", "", "DVCR's push address, host:port (required)")
 	fs.StringVar(&o.DVCRPullAddress, "dvcr-pull-address", "", "DVCR's read-only address, host[:port], for status.target.registryURL (required)")
 	fs.StringVar(&o.DVCRPusherSecret, "dvcr-pusher-secret", "dvcr-pusher", "Secret (kubernetes.io/dockerconfigjson) with DVCR's push credentials, in --namespace")
+	fs.StringVar(&o.DVCRPullerSecret, "dvcr-puller-secret", "dvcr-puller", "Secret (kubernetes.io/dockerconfigjson) with DVCR's read-only credentials, in --namespace")
 	fs.StringVar(&o.DVCRTLSSecret, "dvcr-tls-secret", "dvcr-tls", "Secret with DVCR's CA (ca.crt), in --namespace")
 	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
 	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
@@ -131,7 +135,7 @@ func (o Options) validate() error {
 	if o.DVCRCAFile == "" {
 		errs = append(errs, errors.New("--dvcr-ca-file is required"))
 	}
-	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-tls-secret": o.DVCRTLSSecret} {
+	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-puller-secret": o.DVCRPullerSecret, "--dvcr-tls-secret": o.DVCRTLSSecret} {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
 		}

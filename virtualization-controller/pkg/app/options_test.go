@@ -17,7 +17,7 @@ func TestParseOptions(t *testing.T) {
 	}{
 		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
 			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
-				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRTLSSecret != "dvcr-tls" ||
+				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRPullerSecret != "dvcr-puller" || o.DVCRTLSSecret != "dvcr-tls" ||
 				o.ProgressInterval != 2*time.Second || o.LogLevel != "info" {
 				t.Errorf("defaults: %+v", o)
 			}

@@ -1,0 +1,97 @@
+package vd
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestClaim(t *testing.T) {
+	d := disk(httpSource, "100Mi", "")
+	plan := Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("100Mi"), Source: &Source{URL: "http://x"}}
+	pvc := Claim(d, plan)
+	if pvc.Name != "vd-tiny-uid-1" || pvc.Namespace != "ns" || *pvc.Spec.StorageClassName != "local" || *pvc.Spec.VolumeMode != corev1.PersistentVolumeFilesystem ||
+		pvc.Labels[LabelVDUID] != "uid-1" || pvc.Labels[LabelManagedBy] != ManagedBy || pvc.OwnerReferences[0].UID != "uid-1" || pvc.Annotations[AnnotationDiskSize] != "100Mi" {
+		t.Fatalf("claim %+v", pvc)
+	}
+	if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "139Mi" {
+		t.Errorf("request %s", got.String())
+	}
+	if _, ok := pvc.Annotations[AnnotationProvisioned]; ok {
+		t.Error("an imported disk's claim is provisioned before the import")
+	}
+	plan.Source = nil
+	if Claim(d, plan).Annotations[AnnotationProvisioned] != "true" {
+		t.Error("a blank disk's claim is not provisioned")
+	}
+}
+
+func TestImporterPod(t *testing.T) {
+	c := PodConfig{Image: "registry.example/d8v/importer:dev"}
+	d := disk(httpSource, "100Mi", "")
+	cases := []struct {
+		name    string
+		plan    Plan
+		secret  *corev1.Secret
+		args    []string
+		mounts  []string
+		devices []string
+	}{
+		{name: "http into a file", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("100Mi"), Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}, args: []string{
+			"--source-url=http://srv/tiny.qcow2", "--sha256=" + httpSource.HTTP.Checksum.SHA256, "--destination-file=/data/disk.img", "--capacity=104857600"},
+			mounts: []string{"/scratch", "/data"}},
+		{name: "registry into a device, with its pull secret", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("1Gi"), Source: &Source{Image: "reg/disk:1", PullSecret: "pull"}},
+			args:   []string{"--source-image=reg/disk:1", "--destination-file=" + DevicePath, "--source-auth-file=/etc/importer/pull/.dockerconfigjson"},
+			mounts: []string{"/scratch", "/etc/importer/pull"}, devices: []string{DevicePath}},
+		{name: "from DVCR", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("25Mi"), Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}},
+			secret: ImporterSecret(d, &Source{DVCR: true}, DVCRCredentials{DockerConfigJSON: []byte("{}"), CA: []byte("pem")}),
+			args:   []string{"--source-image=dvcr.ns.svc/cvi/tiny:latest", "--source-ca-bundle=/etc/importer/source/ca.crt", "--source-auth-file=/etc/importer/source/.dockerconfigjson"},
+			mounts: []string{"/scratch", "/data", "/etc/importer/source"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := c.ImporterPod(d, "vd-tiny-uid-1", tc.plan, tc.secret)
+			if pod.Name != "vd-importer-tiny" || pod.Namespace != "ns" || pod.OwnerReferences[0].UID != "uid-1" || pod.Labels[LabelManagedBy] != ManagedBy ||
+				pod.Spec.RestartPolicy != corev1.RestartPolicyNever || *pod.Spec.AutomountServiceAccountToken {
+				t.Fatalf("pod %+v", pod.ObjectMeta)
+			}
+			ctr := pod.Spec.Containers[0]
+			for _, a := range tc.args {
+				if !slices.Contains(ctr.Args, a) {
+					t.Errorf("no %s in %q", a, ctr.Args)
+				}
+			}
+			var mounts, devices []string
+			for _, m := range ctr.VolumeMounts {
+				mounts = append(mounts, m.MountPath)
+			}
+			for _, m := range ctr.VolumeDevices {
+				devices = append(devices, m.DevicePath)
+			}
+			if !slices.Equal(mounts, tc.mounts) || !slices.Equal(devices, tc.devices) {
+				t.Errorf("mounts %q, devices %q", mounts, devices)
+			}
+			if pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "vd-tiny-uid-1" {
+				t.Errorf("volumes %+v", pod.Spec.Volumes)
+			}
+		})
+	}
+}
+
+func TestImporterSecret(t *testing.T) {
+	d := disk(nil, "1Gi", "")
+	creds := DVCRCredentials{DockerConfigJSON: []byte(`{"auths":{}}`), CA: []byte("dvcr-ca")}
+	if s := ImporterSecret(d, &Source{URL: "http://x"}, creds); s != nil {
+		t.Errorf("a plain URL gets a secret: %+v", s)
+	}
+	s := ImporterSecret(d, &Source{URL: "https://x", CABundle: []byte("user-ca")}, creds)
+	if s == nil || string(s.Data[keyCA]) != "user-ca" || len(s.Data) != 1 || s.Name != "vd-importer-tiny" || s.OwnerReferences[0].UID != d.UID {
+		t.Errorf("CA bundle secret %+v", s)
+	}
+	s = ImporterSecret(d, &Source{Image: "dvcr/x", DVCR: true}, creds)
+	if s == nil || string(s.Data[keyCA]) != "dvcr-ca" || string(s.Data[corev1.DockerConfigJsonKey]) != `{"auths":{}}` {
+		t.Errorf("DVCR secret %+v", s)
+	}
+}

@@ -1,0 +1,211 @@
+// Package vd reconciles VirtualDisks: a PersistentVolumeClaim of the disk's namespace, filled by
+// an importer Pod next to it (from an HTTP URL, a registry image, or a ClusterVirtualImage or
+// VirtualImage in DVCR) or left blank, grown when spec.persistentVolumeClaim.size grows, and
+// kept while a virtual machine uses it.
+package vd
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vdcondition"
+	"github.com/d8virt/virtualization-controller/pkg/humansize"
+)
+
+// AnnotationVolumeMode on a StorageClass chooses the volume mode of the disks made in it: Block,
+// or Filesystem (the default), whose volume holds the disk as disk.img.
+const AnnotationVolumeMode = "virtualization.deckhouse.io/volume-mode"
+
+// annotationDefaultClass marks the cluster's default StorageClass.
+const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
+
+// Image is what a disk needs to know of the ClusterVirtualImage or VirtualImage its objectRef
+// names.
+type Image struct {
+	Phase v1alpha2.ImagePhase
+	// RegistryURL is the image in DVCR (status.target.registryURL); empty for an image kept on a PVC.
+	RegistryURL   string
+	UnpackedBytes int64
+	CDROM         bool
+}
+
+// Deps are the objects a new disk's plan depends on, as the reconciler found them.
+type Deps struct {
+	StorageClasses []storagev1.StorageClass
+	// Image is the objectRef's image; nil when it does not exist.
+	Image *Image
+	// PullSecretFound: the containerImage's imagePullSecret exists.
+	PullSecretFound bool
+}
+
+// Plan is how a disk is provisioned: its claim and what fills it.
+type Plan struct {
+	StorageClass string
+	VolumeMode   corev1.PersistentVolumeMode
+	// WaitForFirstConsumer: the class binds volumes where their first Pod is scheduled.
+	WaitForFirstConsumer bool
+	// Size is the disk's size: spec.persistentVolumeClaim.size, or the image's unpacked size.
+	Size resource.Quantity
+	// Source is what the importer reads; nil for a blank disk.
+	Source *Source
+}
+
+// Source is what an importer Pod reads: a URL or an image (one of them).
+type Source struct {
+	URL      string
+	Checksum *v1alpha2.Checksum
+	Image    string
+	// PullSecret is a Secret of the disk's namespace with the registry's .dockerconfigjson.
+	PullSecret string
+	CABundle   []byte
+	// DVCR: Image is in DVCR; the importer reads it with the puller's credentials and DVCR's CA.
+	DVCR bool
+}
+
+// Problem is why a disk cannot be provisioned: Pending while it may resolve itself (a source
+// that is not there or not ready yet), Failed when the spec must change.
+type Problem struct {
+	Phase     v1alpha2.DiskPhase
+	Condition vdcondition.Type
+	Reason    string
+	Message   string
+}
+
+func pending(c vdcondition.Type, reason, format string, args ...any) *Problem {
+	return &Problem{Phase: v1alpha2.DiskPending, Condition: c, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func failed(c vdcondition.Type, reason, format string, args ...any) *Problem {
+	return &Problem{Phase: v1alpha2.DiskFailed, Condition: c, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// MakePlan decides how vd is provisioned from deps, or why it cannot be. It is pure.
+func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
+	var plan Plan
+	sc, problem := storageClass(vd.Spec.PersistentVolumeClaim.StorageClassName, deps.StorageClasses)
+	if problem != nil {
+		return Plan{}, problem
+	}
+	plan.StorageClass = sc.Name
+	plan.WaitForFirstConsumer = sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
+	switch m := sc.Annotations[AnnotationVolumeMode]; m {
+	case "", string(corev1.PersistentVolumeFilesystem):
+		plan.VolumeMode = corev1.PersistentVolumeFilesystem
+	case string(corev1.PersistentVolumeBlock):
+		plan.VolumeMode = corev1.PersistentVolumeBlock
+	default:
+		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"StorageClass %s: annotation %s is %q: want Block or Filesystem", sc.Name, AnnotationVolumeMode, m)
+	}
+
+	size := vd.Spec.PersistentVolumeClaim.Size
+	ds := vd.Spec.DataSource
+	var unpacked int64
+	switch {
+	case ds == nil:
+		if size == nil {
+			return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
+				"spec.persistentVolumeClaim.size is required for a blank disk (no spec.dataSource)")
+		}
+	case ds.Type == v1alpha2.DataSourceTypeHTTP:
+		plan.Source = &Source{URL: ds.HTTP.URL, Checksum: ds.HTTP.Checksum, CABundle: ds.HTTP.CABundle}
+	case ds.Type == v1alpha2.DataSourceTypeContainerImage:
+		ci := ds.ContainerImage
+		plan.Source = &Source{Image: ci.Image, CABundle: ci.CABundle}
+		if ci.ImagePullSecret != nil {
+			if !deps.PullSecretFound {
+				return Plan{}, pending(vdcondition.DatasourceReadyType, string(vdcondition.ContainerRegistrySecretNotFound),
+					"spec.dataSource.containerImage.imagePullSecret: Secret %s/%s not found: create it (type kubernetes.io/dockerconfigjson)", vd.Namespace, ci.ImagePullSecret.Name)
+			}
+			plan.Source.PullSecret = ci.ImagePullSecret.Name
+		}
+	case ds.Type == v1alpha2.DataSourceTypeObjectRef:
+		img, problem := objectRefImage(vd, deps.Image)
+		if problem != nil {
+			return Plan{}, problem
+		}
+		plan.Source = &Source{Image: img.RegistryURL, DVCR: true}
+		unpacked = img.UnpackedBytes
+	default:
+		return Plan{}, pending(vdcondition.DatasourceReadyType, "UnsupportedDataSource",
+			"spec.dataSource.type %s is not supported by this version of virtualization-controller yet: use HTTP, ContainerImage or ObjectRef", ds.Type)
+	}
+
+	switch {
+	case size != nil && unpacked > 0 && size.Value() < unpacked:
+		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningFailed),
+			"spec.persistentVolumeClaim.size %s is smaller than the image's unpacked size %s: make it at least %s", size.String(), humansize.Format(unpacked), humansize.Format(unpacked))
+	case size != nil:
+		plan.Size = *size
+	case unpacked > 0:
+		plan.Size = *resource.NewQuantity(unpacked, resource.BinarySI)
+	default:
+		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
+			"spec.persistentVolumeClaim.size is required for a %s source: its unpacked size is known only after the download (or import it as a VirtualImage and refer to that with objectRef)", ds.Type)
+	}
+	return plan, nil
+}
+
+// storageClass is the class named, or the cluster's default one.
+func storageClass(name *string, classes []storagev1.StorageClass) (*storagev1.StorageClass, *Problem) {
+	if name != nil && *name != "" {
+		for i := range classes {
+			if classes[i].Name == *name {
+				return &classes[i], nil
+			}
+		}
+		return nil, pending(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"spec.persistentVolumeClaim.storageClassName: StorageClass %s not found", *name)
+	}
+	var def *storagev1.StorageClass
+	for i := range classes {
+		if classes[i].Annotations[annotationDefaultClass] == "true" {
+			// Of several defaults, Kubernetes takes the newest; so does the disk.
+			if def == nil || def.CreationTimestamp.Before(&classes[i].CreationTimestamp) {
+				def = &classes[i]
+			}
+		}
+	}
+	if def == nil {
+		return nil, pending(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"the cluster has no default StorageClass: set spec.persistentVolumeClaim.storageClassName")
+	}
+	return def, nil
+}
+
+// objectRefImage checks the image an objectRef names: it must exist, be Ready, be in DVCR and
+// not be an ISO.
+func objectRefImage(vd *v1alpha2.VirtualDisk, img *Image) (*Image, *Problem) {
+	ref := vd.Spec.DataSource.ObjectRef
+	cluster := ref.Kind == v1alpha2.ClusterVirtualImageKind
+	what := fmt.Sprintf("%s %s", ref.Kind, ref.Name)
+	if !cluster {
+		what = fmt.Sprintf("%s %s/%s", ref.Kind, vd.Namespace, ref.Name)
+	}
+	notFound, notReady := vdcondition.ImageNotFound, vdcondition.ImageNotReady
+	if cluster {
+		notFound, notReady = vdcondition.ClusterImageNotFound, vdcondition.ClusterImageNotReady
+	}
+	switch {
+	case img == nil:
+		return nil, pending(vdcondition.DatasourceReadyType, string(notFound), "spec.dataSource.objectRef: %s not found: the disk waits for it", what)
+	case img.Phase != v1alpha2.ImageReady:
+		return nil, pending(vdcondition.DatasourceReadyType, string(notReady), "spec.dataSource.objectRef: %s is %s, not Ready: the disk waits for it", what, phaseOr(img.Phase))
+	case img.CDROM:
+		return nil, failed(vdcondition.DatasourceReadyType, "ISOSourceRefused", "spec.dataSource.objectRef: %s is an ISO image (a CD-ROM), which cannot be a disk: attach it to the virtual machine as a CD-ROM instead", what)
+	case img.RegistryURL == "":
+		return nil, pending(vdcondition.DatasourceReadyType, "UnsupportedDataSource", "spec.dataSource.objectRef: %s is kept on a PersistentVolumeClaim, which this version of virtualization-controller cannot copy yet: use an image with storage ContainerRegistry", what)
+	}
+	return img, nil
+}
+
+func phaseOr(p v1alpha2.ImagePhase) v1alpha2.ImagePhase {
+	if p == "" {
+		return v1alpha2.ImagePending
+	}
+	return p
+}

@@ -1,0 +1,138 @@
+package vd
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vdcondition"
+)
+
+func class(name string, def bool, annotations map[string]string) storagev1.StorageClass {
+	sc := storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(time.Unix(1000, 0))},
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if def {
+		sc.Annotations[annotationDefaultClass] = "true"
+	}
+	for k, v := range annotations {
+		sc.Annotations[k] = v
+	}
+	return sc
+}
+
+func disk(ds *v1alpha2.VirtualDiskDataSource, size string, sc string) *v1alpha2.VirtualDisk {
+	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tiny", UID: "uid-1", Generation: 1}}
+	vd.Spec.DataSource = ds
+	if size != "" {
+		vd.Spec.PersistentVolumeClaim.Size = ptr.To(resource.MustParse(size))
+	}
+	if sc != "" {
+		vd.Spec.PersistentVolumeClaim.StorageClassName = ptr.To(sc)
+	}
+	return vd
+}
+
+var (
+	httpSource = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &v1alpha2.DataSourceHTTP{URL: "http://srv/tiny.qcow2", Checksum: &v1alpha2.Checksum{SHA256: strings.Repeat("a", 64)}}}
+	cviSource  = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.ClusterVirtualImageKind, Name: "tiny"}}
+	viSource   = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: "tiny"}}
+	ciSource   = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "reg/disk:1", ImagePullSecret: &v1alpha2.ImagePullSecret{Name: "pull"}}}
+	readyImage = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
+)
+
+func TestMakePlan(t *testing.T) {
+	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{AnnotationVolumeMode: "Block"})}
+	cases := []struct {
+		name string
+		vd   *v1alpha2.VirtualDisk
+		deps Deps
+		want Plan
+		// problem: the Problem's phase, condition and a part of its message.
+		problem *Problem
+	}{
+		{name: "http into the default class", vd: disk(httpSource, "100Mi", ""), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: resource.MustParse("100Mi"),
+				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
+		{name: "a Block class", vd: disk(nil, "1Gi", "block"), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi")}},
+		{name: "cvi sizes the disk", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local, Image: readyImage},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: *resource.NewQuantity(25<<20, resource.BinarySI),
+				Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}}},
+		{name: "container image with its pull secret", vd: disk(ciSource, "1Gi", ""), deps: Deps{StorageClasses: local, PullSecretFound: true},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
+				Source: &Source{Image: "reg/disk:1", PullSecret: "pull"}}},
+		{name: "no such class", vd: disk(nil, "1Gi", "fast"), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "storageClassName: StorageClass fast not found"}},
+		{name: "no default class", vd: disk(nil, "1Gi", ""), deps: Deps{StorageClasses: local[1:]},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "no default StorageClass"}},
+		{name: "a bad volume mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationVolumeMode: "Tape"})}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Block or Filesystem`}},
+		{name: "blank without size", vd: disk(nil, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "spec.persistentVolumeClaim.size is required for a blank disk"}},
+		{name: "http without size", vd: disk(httpSource, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size is required for a HTTP source"}},
+		{name: "smaller than the image", vd: disk(cviSource, "10Mi", ""), deps: Deps{StorageClasses: local, Image: readyImage},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the image's unpacked size 25.0Mi"}},
+		{name: "cvi not there yet", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.ClusterImageNotFound), Message: "ClusterVirtualImage tiny not found"}},
+		{name: "vi not ready", vd: disk(viSource, "", ""), deps: Deps{StorageClasses: local, Image: &Image{Phase: v1alpha2.ImageProvisioning}},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.ImageNotReady), Message: "VirtualImage ns/tiny is Provisioning, not Ready"}},
+		{name: "an ISO", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local, Image: &Image{Phase: v1alpha2.ImageReady, RegistryURL: "x", CDROM: true}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.DatasourceReadyType, Message: "is an ISO image (a CD-ROM), which cannot be a disk"}},
+		{name: "an image on a PVC", vd: disk(viSource, "", ""), deps: Deps{StorageClasses: local, Image: &Image{Phase: v1alpha2.ImageReady}},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Message: "kept on a PersistentVolumeClaim"}},
+		{name: "pull secret missing", vd: disk(ciSource, "1Gi", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.ContainerRegistrySecretNotFound), Message: "Secret ns/pull not found"}},
+		{name: "upload", vd: disk(&v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}, "1Gi", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Message: "spec.dataSource.type Upload is not supported"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problem := MakePlan(tc.vd, tc.deps)
+			if tc.problem != nil {
+				if problem == nil {
+					t.Fatalf("no problem, plan %+v", got)
+				}
+				if problem.Phase != tc.problem.Phase || problem.Condition != tc.problem.Condition || !strings.Contains(problem.Message, tc.problem.Message) ||
+					(tc.problem.Reason != "" && problem.Reason != tc.problem.Reason) {
+					t.Fatalf("problem %+v, want %+v", problem, tc.problem)
+				}
+				return
+			}
+			if problem != nil {
+				t.Fatalf("problem %+v", problem)
+			}
+			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer ||
+				got.Size.Cmp(tc.want.Size) != 0 || (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && !reflect.DeepEqual(got.Source, tc.want.Source)) {
+				t.Fatalf("plan %+v (source %+v), want %+v (source %+v)", got, got.Source, tc.want, tc.want.Source)
+			}
+		})
+	}
+}
+
+func TestClaimRequest(t *testing.T) {
+	for _, tc := range []struct {
+		size int64
+		mode corev1.PersistentVolumeMode
+		want string
+	}{
+		{100 << 20, corev1.PersistentVolumeBlock, "100Mi"},
+		{100 << 20, corev1.PersistentVolumeFilesystem, "139Mi"}, // 100 + 6.25 + 32, rounded up
+		{10 << 30, corev1.PersistentVolumeFilesystem, "10912Mi"},
+		{1, corev1.PersistentVolumeFilesystem, "33Mi"},
+	} {
+		if got := ClaimRequest(tc.size, tc.mode); got.Cmp(resource.MustParse(tc.want)) != 0 {
+			t.Errorf("ClaimRequest(%d, %s) = %s, want %s", tc.size, tc.mode, got.String(), tc.want)
+		}
+	}
+}

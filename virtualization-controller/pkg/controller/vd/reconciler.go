@@ -1,0 +1,437 @@
+package vd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vdcondition"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
+)
+
+// EventSource is the controller's name in the events it records.
+const EventSource = "virtualdisk-controller"
+
+// ProgressReader reads a running importer's progress from its metrics URL.
+type ProgressReader interface {
+	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
+}
+
+// Config is what the reconciler needs besides its clients.
+type Config struct {
+	Pods PodConfig
+	// Namespace is the module's: DVCRPullerSecret (.dockerconfigjson) and DVCRTLSSecret (ca.crt)
+	// are there.
+	Namespace        string
+	DVCRPullerSecret string
+	DVCRTLSSecret    string
+	// Interval is how often a running import's progress is read, and how often a disk that
+	// waits (for its source, or for its users to go) looks again.
+	Interval time.Duration
+}
+
+// Reconciler carries out Decide, one step per reconcile, reading the disk, its claim and its
+// importer Pod afresh each time.
+type Reconciler struct {
+	client client.Client
+	// apiReader reads what the cache does not hold (Secrets, the Pods using a claim) and
+	// confirms a claim the cache does not have yet.
+	apiReader client.Reader
+	cfg       Config
+	progress  ProgressReader
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
+}
+
+// NewReconciler wires a Reconciler.
+func NewReconciler(c client.Client, apiReader client.Reader, cfg Config, progress ProgressReader, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
+	return &Reconciler{client: c, apiReader: apiReader, cfg: cfg, progress: progress, clock: clk, recorder: recorder}
+}
+
+// SetupWithManager watches VirtualDisks and the claims and importer Pods they own.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha2.VirtualDisk{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&corev1.Pod{}).
+		Named("virtualdisk").
+		Complete(r)
+}
+
+// Reconcile does the next step for one VirtualDisk.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vd := &v1alpha2.VirtualDisk{}
+	if err := r.client.Get(ctx, req.NamespacedName, vd); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pvc, err := r.claim(ctx, vd)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pod := &corev1.Pod{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ImporterName(vd)}, pod); apierrors.IsNotFound(err) {
+		pod = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get importer pod: %w", err)
+	}
+	var users []string
+	if vd.DeletionTimestamp != nil {
+		if users, err = r.users(ctx, vd); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	step := Decide(State{VD: vd, PVC: pvc, Pod: pod, InUse: len(users) > 0})
+	log.FromContext(ctx).V(1).Info("reconcile", "step", step.String(), "phase", vd.Status.Phase)
+	switch step {
+	case StepAddFinalizer:
+		patch := client.MergeFrom(vd.DeepCopy())
+		controllerutil.AddFinalizer(vd, Finalizer)
+		return ctrl.Result{}, wrap("add finalizer", r.client.Patch(ctx, vd, patch))
+	case StepWaitUnused:
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, TerminatingStatus(vd, users, r.now()))
+	case StepCleanup:
+		if err := r.deleteImporter(ctx, vd, pod); err != nil {
+			return ctrl.Result{}, err
+		}
+		if pvc != nil {
+			if err := r.deleteClaim(ctx, pvc); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		patch := client.MergeFrom(vd.DeepCopy())
+		controllerutil.RemoveFinalizer(vd, Finalizer)
+		return ctrl.Result{}, wrap("remove finalizer", r.client.Patch(ctx, vd, patch))
+	case StepProvision:
+		return r.provision(ctx, vd)
+	case StepDeleteImporter:
+		return ctrl.Result{}, r.deleteImporter(ctx, vd, pod)
+	case StepDeleteClaim:
+		return ctrl.Result{}, r.deleteClaim(ctx, pvc)
+	case StepCreatePod:
+		return r.createPod(ctx, vd, pvc)
+	case StepWatchProgress:
+		var p *importerprogress.Progress
+		if pod.Status.PodIP != "" {
+			got, err := r.progress.Scrape(ctx, MetricsURL(pod))
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
+			} else {
+				p = &got
+			}
+		}
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now()))
+	case StepRecordResult:
+		return ctrl.Result{}, r.recordResult(ctx, vd, pvc, pod)
+	case StepLost:
+		return ctrl.Result{}, r.setStatus(ctx, vd, LostStatus(vd, r.now()))
+	case StepObserve:
+		return ctrl.Result{}, r.observe(ctx, vd, pvc)
+	}
+	return ctrl.Result{}, nil
+}
+
+// claim is the disk's claim, nil when there is none; one the cache lacks is looked for in the
+// apiserver, so a claim just created is not taken for a lost one.
+func (r *Reconciler) claim(ctx context.Context, vd *v1alpha2.VirtualDisk) (*corev1.PersistentVolumeClaim, error) {
+	key := types.NamespacedName{Namespace: vd.Namespace, Name: ClaimName(vd)}
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.client.Get(ctx, key, pvc)
+	if apierrors.IsNotFound(err) {
+		err = r.apiReader.Get(ctx, key, pvc)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get claim: %w", err)
+	}
+	return pvc, nil
+}
+
+// users are what uses the disk: the virtual machines in its status and the running Pods of its
+// namespace (a virtual machine's launcher Pod) that mount its claim.
+func (r *Reconciler) users(ctx context.Context, vd *v1alpha2.VirtualDisk) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.apiReader.List(ctx, &pods, client.InNamespace(vd.Namespace)); err != nil {
+		return nil, fmt.Errorf("list pods using the disk: %w", err)
+	}
+	return Consumers(vd, ClaimName(vd), pods.Items), nil
+}
+
+// deps gathers what vd's plan depends on.
+func (r *Reconciler) deps(ctx context.Context, vd *v1alpha2.VirtualDisk) (Deps, error) {
+	var d Deps
+	var classes storagev1.StorageClassList
+	if err := r.client.List(ctx, &classes); err != nil {
+		return d, fmt.Errorf("list storage classes: %w", err)
+	}
+	d.StorageClasses = classes.Items
+	ds := vd.Spec.DataSource
+	switch {
+	case ds == nil:
+	case ds.Type == v1alpha2.DataSourceTypeContainerImage && ds.ContainerImage.ImagePullSecret != nil:
+		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ds.ContainerImage.ImagePullSecret.Name}, &corev1.Secret{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return d, fmt.Errorf("get image pull secret: %w", err)
+		}
+		d.PullSecretFound = err == nil
+	case ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef.Kind == v1alpha2.ClusterVirtualImageKind:
+		cvi := &v1alpha2.ClusterVirtualImage{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: ds.ObjectRef.Name}, cvi); err == nil {
+			d.Image = imageOf(cvi.Status.ImageStatus, cvi.Status.Target.RegistryURL)
+		} else if !apierrors.IsNotFound(err) {
+			return d, fmt.Errorf("get cluster virtual image: %w", err)
+		}
+	case ds.Type == v1alpha2.DataSourceTypeObjectRef:
+		vi := &v1alpha2.VirtualImage{}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ds.ObjectRef.Name}, vi); err == nil {
+			d.Image = imageOf(vi.Status.ImageStatus, vi.Status.Target.RegistryURL)
+		} else if !apierrors.IsNotFound(err) {
+			return d, fmt.Errorf("get virtual image: %w", err)
+		}
+	}
+	return d, nil
+}
+
+func imageOf(s v1alpha2.ImageStatus, registryURL string) *Image {
+	img := &Image{Phase: s.Phase, RegistryURL: registryURL, CDROM: s.CDROM}
+	if q, err := resource.ParseQuantity(s.Size.UnpackedBytes); err == nil {
+		img.UnpackedBytes = q.Value()
+	}
+	return img
+}
+
+// provision plans a disk without a claim, and creates the claim and its importer.
+func (r *Reconciler) provision(ctx context.Context, vd *v1alpha2.VirtualDisk) (ctrl.Result, error) {
+	deps, err := r.deps(ctx, vd)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan, problem := MakePlan(vd, deps)
+	if problem != nil {
+		return r.problem(ctx, vd, problem)
+	}
+	pvc := Claim(vd, plan)
+	if err := r.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedCreate", "Provision", "Error creating PersistentVolumeClaim %s: %v", pvc.Name, err)
+		return ctrl.Result{}, fmt.Errorf("create claim: %w", err)
+	}
+	log.FromContext(ctx).Info("claim created", "claim", pvc.Name, "storageClass", plan.StorageClass, "size", plan.Size.String(), "volumeMode", plan.VolumeMode)
+	if plan.Source == nil {
+		return ctrl.Result{}, r.setStatus(ctx, vd, ClaimStatus(vd, pvc, plan.WaitForFirstConsumer, r.now()))
+	}
+	return ctrl.Result{}, r.startImport(ctx, vd, pvc.Name, plan)
+}
+
+// problem records why the disk cannot be provisioned; a Pending one is looked at again.
+func (r *Reconciler) problem(ctx context.Context, vd *v1alpha2.VirtualDisk, p *Problem) (ctrl.Result, error) {
+	if err := r.setStatus(ctx, vd, ProblemStatus(vd, p, r.now())); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.Phase == v1alpha2.DiskPending {
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// createPod starts the importer for a claim that waits to be filled: the plan again, with the
+// claim's own volume mode and size.
+func (r *Reconciler) createPod(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc *corev1.PersistentVolumeClaim) (ctrl.Result, error) {
+	deps, err := r.deps(ctx, vd)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan, problem := MakePlan(vd, deps)
+	if problem != nil {
+		return r.problem(ctx, vd, problem)
+	}
+	if pvc.Spec.VolumeMode != nil {
+		plan.VolumeMode = *pvc.Spec.VolumeMode
+	}
+	if q, err := resource.ParseQuantity(pvc.Annotations[AnnotationDiskSize]); err == nil {
+		plan.Size = q
+	}
+	return ctrl.Result{}, r.startImport(ctx, vd, pvc.Name, plan)
+}
+
+// startImport creates the importer's Secret (when it needs one) and Pod.
+func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) error {
+	var dvcr DVCRCredentials
+	if plan.Source.DVCR {
+		var err error
+		if dvcr, err = r.dvcrCredentials(ctx); err != nil {
+			return err
+		}
+	}
+	secret := ImporterSecret(vd, plan.Source, dvcr)
+	if secret != nil {
+		if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create importer secret: %w", err)
+		}
+	}
+	pod := r.cfg.Pods.ImporterPod(vd, claim, plan, secret)
+	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedCreate", "Import", "Error creating importer pod %s: %v", pod.Name, err)
+		return fmt.Errorf("create importer pod: %w", err)
+	}
+	log.FromContext(ctx).Info("importer pod created", "pod", pod.Name, "claim", claim)
+	return r.setStatus(ctx, vd, ProvisioningStatus(vd, claim, plan.StorageClass, nil, r.now()))
+}
+
+func (r *Reconciler) dvcrCredentials(ctx context.Context) (DVCRCredentials, error) {
+	var auth, tls corev1.Secret
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.DVCRPullerSecret}, &auth); err != nil {
+		return DVCRCredentials{}, fmt.Errorf("DVCR puller secret: %w", err)
+	}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.DVCRTLSSecret}, &tls); err != nil {
+		return DVCRCredentials{}, fmt.Errorf("DVCR TLS secret: %w", err)
+	}
+	return DVCRCredentials{DockerConfigJSON: auth.Data[corev1.DockerConfigJsonKey], CA: tls.Data[keyCA]}, nil
+}
+
+// recordResult takes the ended importer's result: a disk marks its claim provisioned; anything
+// else fails the disk and removes the half-written claim.
+func (r *Reconciler) recordResult(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc *corev1.PersistentVolumeClaim, pod *corev1.Pod) error {
+	res := importerresult.Of(pod)
+	if res.Reason == contract.ReasonCompleted && !res.CDROM {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, AnnotationProvisioned, "true")
+		if err := r.client.Patch(ctx, pvc, patch); err != nil {
+			return fmt.Errorf("mark claim provisioned: %w", err)
+		}
+		log.FromContext(ctx).Info("import completed", "claim", pvc.Name, "format", res.Format, "unpackedSize", res.UnpackedSize)
+		if err := r.setStatus(ctx, vd, ClaimStatus(vd, pvc, false, r.now())); err != nil {
+			return err
+		}
+		return r.deleteImporter(ctx, vd, pod)
+	}
+	if err := r.setStatus(ctx, vd, FailedStatus(vd, res, r.now())); err != nil {
+		return err
+	}
+	if err := r.deleteImporter(ctx, vd, pod); err != nil {
+		return err
+	}
+	return r.deleteClaim(ctx, pvc)
+}
+
+// observe grows the claim when the spec asks for more, and reports it.
+func (r *Reconciler) observe(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc *corev1.PersistentVolumeClaim) error {
+	if want := ResizeTo(vd, pvc); want != nil {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *want
+		if err := r.client.Patch(ctx, pvc, patch); err != nil {
+			r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedResize", "Resize", "Error growing PersistentVolumeClaim %s to %s: %v", pvc.Name, want.String(), err)
+			return fmt.Errorf("grow claim: %w", err)
+		}
+		log.FromContext(ctx).Info("claim grows", "claim", pvc.Name, "request", want.String())
+	}
+	wffc := false
+	if pvc.Status.Phase != corev1.ClaimBound && pvc.Spec.StorageClassName != nil {
+		sc := &storagev1.StorageClass{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get storage class: %w", err)
+		}
+		wffc = sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
+	}
+	return r.setStatus(ctx, vd, ClaimStatus(vd, pvc, wffc, r.now()))
+}
+
+// deleteImporter deletes the importer Pod (if any) and its Secret (if any).
+func (r *Reconciler) deleteImporter(ctx context.Context, vd *v1alpha2.VirtualDisk, pod *corev1.Pod) error {
+	if pod != nil {
+		err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete importer pod: %w", err)
+		}
+		log.FromContext(ctx).Info("importer pod deleted", "pod", pod.Name)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: ImporterName(vd)}}
+	if err := r.client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete importer secret: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	err := r.client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete claim: %w", err)
+	}
+	log.FromContext(ctx).Info("claim deleted", "claim", pvc.Name)
+	return nil
+}
+
+// setStatus writes status when it differs, with an Event when the phase changes (a Warning for
+// Failed and PVCLost).
+func (r *Reconciler) setStatus(ctx context.Context, vd *v1alpha2.VirtualDisk, s v1alpha2.VirtualDiskStatus) error {
+	if equality.Semantic.DeepEqual(vd.Status, s) {
+		return nil
+	}
+	old := vd.Status.Phase
+	patch := client.MergeFrom(vd.DeepCopy())
+	vd.Status = s
+	if err := r.client.Status().Patch(ctx, vd, patch); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if old == s.Phase {
+		return nil
+	}
+	note := fmt.Sprintf("Phase %s", s.Phase)
+	if msg := phaseMessage(s); msg != "" {
+		note += ": " + msg
+	}
+	kind := corev1.EventTypeNormal
+	if s.Phase == v1alpha2.DiskFailed || s.Phase == v1alpha2.DiskLost {
+		kind = corev1.EventTypeWarning
+	}
+	r.recorder.Eventf(vd, nil, kind, string(s.Phase), "Provision", "%s", note)
+	log.FromContext(ctx).Info("phase changed", "from", old, "to", s.Phase, "disk", vd.Name)
+	return nil
+}
+
+// phaseMessage is what the status says about its phase: the messages of Ready (set while it
+// is not Ready), Resizing and Terminating (set while they hold).
+func phaseMessage(s v1alpha2.VirtualDiskStatus) string {
+	var msgs []string
+	for _, t := range []vdcondition.Type{vdcondition.ReadyType, vdcondition.ResizingType, vdcondition.TerminatingType} {
+		if c := meta.FindStatusCondition(s.Conditions, string(t)); c != nil && c.Message != "" {
+			msgs = append(msgs, c.Message)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func storageClassOf(pvc *corev1.PersistentVolumeClaim) string {
+	if pvc.Spec.StorageClassName == nil {
+		return ""
+	}
+	return *pvc.Spec.StorageClassName
+}
+
+func (r *Reconciler) now() metav1.Time { return metav1.NewTime(r.clock.Now().Truncate(time.Second)) }
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
