@@ -24,6 +24,8 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/image"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -86,18 +88,31 @@ func run(ctx context.Context, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("readyz: %w", err)
 	}
-	pods := cvi.PodConfig{
+	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
 		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
-	r := cvi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), pods, scraper, dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile), clock.RealClock{}, mgr.GetEventRecorder(cvi.EventSource), o.ProgressInterval)
-	if err := r.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("clustervirtualimage controller: %w", err)
+	images := dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile)
+	imports := image.NewImportMetrics()
+	for _, c := range imports.Collectors() {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
-	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	for kind, source := range map[image.Kind]string{cvi.Kind{}: cvi.EventSource, vi.Kind{}: vi.EventSource} {
+		r := image.NewReconciler(image.Config{
+			Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pods: pods,
+			Progress: scraper, Images: images, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(source), Metrics: imports,
+			ProgressInterval: o.ProgressInterval, SourceInterval: o.SourceInterval,
+		})
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("%s controller: %w", kind.Name(), err)
+		}
+		if err := ctrlmetrics.Registry.Register(image.NewPhaseCollector(kind, mgr.GetClient())); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	return mgr.Start(ctx)
 }

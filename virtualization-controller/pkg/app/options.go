@@ -36,6 +36,9 @@ type Options struct {
 	DVCRCAFile   string
 	// ProgressInterval is how often a running import's progress is read into status.
 	ProgressInterval time.Duration
+	// SourceInterval is how often an image that waits for its source (an object not Ready
+	// yet, a missing pull secret) looks again.
+	SourceInterval time.Duration
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -58,6 +61,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
 	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
+	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -100,8 +104,10 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
 		}
 	}
-	if o.ProgressInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	for flagName, d := range map[string]time.Duration{"--progress-interval": o.ProgressInterval, "--source-interval": o.SourceInterval} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must be positive", flagName, d))
+		}
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)

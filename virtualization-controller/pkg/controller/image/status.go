@@ -1,4 +1,4 @@
-package cvi
+package image
 
 import (
 	"fmt"
@@ -13,24 +13,29 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
-// The status builders below are pure: each returns the status cvi should have, with
+// The condition types and reasons both kinds share (cvicondition and vicondition spell them the
+// same; TestConditionNames checks it).
+const (
+	condDatasourceReady = string(cvicondition.DatasourceReadyType)
+	condReady           = string(cvicondition.ReadyType)
+)
+
+// The status builders below are pure: each returns the status img should have, with
 // conditions stamped at now when they change.
 
-// PendingStatus: the source cannot be imported; why is the DatasourceReady message.
-func PendingStatus(cvi *v1alpha2.ClusterVirtualImage, why string, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
-	s := *cvi.Status.DeepCopy()
+// PendingStatus: the import cannot start; b says why.
+func PendingStatus(img Image, b Blocker, now metav1.Time) Status {
+	s := copyStatus(img)
 	s.Phase = v1alpha2.ImagePending
-	s.ObservedGeneration = cvi.Generation
-	setCondition(&s, cvi.Generation, now, string(cvicondition.DatasourceReadyType), metav1.ConditionFalse, "UnsupportedDataSource", why)
-	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted), "the import has not started: "+why)
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionFalse, b.Reason, b.Message)
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted), "the import has not started: "+b.Message)
 	return s
 }
 
 // ProvisioningStatus: the import runs; p is its progress when it could be read.
-func ProvisioningStatus(cvi *v1alpha2.ClusterVirtualImage, p *importerprogress.Progress, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
-	s := *cvi.Status.DeepCopy()
+func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time) Status {
+	s := copyStatus(img)
 	s.Phase = v1alpha2.ImageProvisioning
-	s.ObservedGeneration = cvi.Generation
 	if s.Progress == "" {
 		s.Progress = "0%"
 	}
@@ -43,20 +48,19 @@ func ProvisioningStatus(cvi *v1alpha2.ClusterVirtualImage, p *importerprogress.P
 			Current: humanSize(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
 		}
 	}
-	setCondition(&s, cvi.Generation, now, string(cvicondition.DatasourceReadyType), metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
-	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
 	return s
 }
 
 // ResultStatus: the importer ended with r. A failure keeps the importer's reason in the Ready
 // condition's message, so `kubectl describe` says what to fix.
-func ResultStatus(cvi *v1alpha2.ClusterVirtualImage, r contract.Result, registryURL string, now metav1.Time) v1alpha2.ClusterVirtualImageStatus {
-	s := *cvi.Status.DeepCopy()
-	s.ObservedGeneration = cvi.Generation
+func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.Time) Status {
+	s := copyStatus(img)
 	s.DownloadSpeed = nil
 	if r.Reason != contract.ReasonCompleted {
 		s.Phase = v1alpha2.ImageFailed
-		setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionFalse, string(cvicondition.ProvisioningFailed), fmt.Sprintf("%s: %s", r.Reason, r.Message))
+		setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningFailed), fmt.Sprintf("%s: %s", r.Reason, r.Message))
 		return s
 	}
 	s.Phase = v1alpha2.ImageReady
@@ -67,14 +71,20 @@ func ResultStatus(cvi *v1alpha2.ClusterVirtualImage, r contract.Result, registry
 		Stored: humanSize(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
 		Unpacked: humanSize(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
 	}
-	s.Target.RegistryURL = registryURL
-	setCondition(&s, cvi.Generation, now, string(cvicondition.ReadyType), metav1.ConditionTrue, string(cvicondition.Ready), "")
+	s.RegistryURL = registryURL
+	setCondition(&s, img, now, condReady, metav1.ConditionTrue, string(cvicondition.Ready), "")
 	return s
 }
 
-func setCondition(s *v1alpha2.ClusterVirtualImageStatus, gen int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
+func copyStatus(img Image) Status {
+	s := Status{ImageStatus: *img.Status.ImageStatus.DeepCopy(), RegistryURL: img.Status.RegistryURL}
+	s.ObservedGeneration = img.Object.GetGeneration()
+	return s
+}
+
+func setCondition(s *Status, img Image, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: now,
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now,
 	})
 }
 
