@@ -265,6 +265,7 @@ func TestImporter(t *testing.T) {
 	t.Run("failures", func(t *testing.T) { testFailures(t, f) })
 	t.Run("DVCR access", func(t *testing.T) { testAccess(t, f) })
 	t.Run("progress metrics", func(t *testing.T) { testProgress(t, f) })
+	t.Run("upload", func(t *testing.T) { testUpload(t, f) })
 }
 
 func testToDVCR(t *testing.T, f *fixture) {
@@ -375,7 +376,7 @@ func testFailures(t *testing.T, f *fixture) {
 		{name: "larger than the target (gzipped raw)", args: []string{"--" + contract.FlagSourceURL, f.url("disk.img.gz"), "--" + contract.FlagCapacity, "1048576"},
 			reason: contract.ReasonTooLarge, msg: "larger than the destination's 1048576"},
 		{name: "unreachable", args: []string{"--" + contract.FlagSourceURL, "http://127.0.0.1:1/disk.qcow2"}, reason: contract.ReasonSourceUnreachable, msg: "cannot reach"},
-		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url and --source-image"},
+		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url, --source-image and --source-upload-address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

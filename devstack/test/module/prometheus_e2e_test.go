@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -85,7 +84,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := prometheus.New(dir, freeLoopbackAddr(t))
+	srv, err := prometheus.New(dir, testenv.FreeLoopbackAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,16 +186,6 @@ func accounts(t *testing.T, ctx context.Context, st *stack) map[string]string {
 		out[name] = tr.Status.Token
 	}
 	return out
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // The metrics Services and their ports: every one must be a target that is up.

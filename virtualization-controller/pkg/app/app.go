@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,7 +93,7 @@ func run(ctx context.Context, o Options) error {
 	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
-		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret,
+		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, UploadTimeout: o.UploadTimeout,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
 	images := dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile)
@@ -105,6 +107,7 @@ func run(ctx context.Context, o Options) error {
 		r := image.NewReconciler(image.Config{
 			Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pods: pods,
 			Progress: scraper, Images: images, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(source), Metrics: imports,
+			NewToken:         newToken,
 			ProgressInterval: o.ProgressInterval, SourceInterval: o.SourceInterval,
 		})
 		if err := r.SetupWithManager(mgr); err != nil {
@@ -115,6 +118,15 @@ func run(ctx context.Context, o Options) error {
 		}
 	}
 	return mgr.Start(ctx)
+}
+
+// newToken is 32 random bytes in hex: an upload token.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -39,6 +39,8 @@ type Options struct {
 	// SourceInterval is how often an image that waits for its source (an object not Ready
 	// yet, a missing pull secret) looks again.
 	SourceInterval time.Duration
+	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
+	UploadTimeout time.Duration
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -62,6 +64,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
+	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -104,7 +107,7 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
 		}
 	}
-	for flagName, d := range map[string]time.Duration{"--progress-interval": o.ProgressInterval, "--source-interval": o.SourceInterval} {
+	for flagName, d := range map[string]time.Duration{"--progress-interval": o.ProgressInterval, "--source-interval": o.SourceInterval, "--upload-timeout": o.UploadTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must be positive", flagName, d))
 		}

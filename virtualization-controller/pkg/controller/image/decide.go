@@ -9,6 +9,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
 // Finalizer is kept on every image of the kind short ("cvi" or "vi") until its importer Pod and
@@ -139,8 +140,9 @@ func CheckSource(img Image, l Lookup) *Blocker {
 		}
 	case v1alpha2.DataSourceTypeObjectRef:
 		return checkRef(src.Ref, l.Ref, unsupported)
+	case v1alpha2.DataSourceTypeUpload:
 	default:
-		return unsupported("spec.dataSource.type %s is not supported by this version of virtualization-controller yet: HTTP, ContainerImage and ObjectRef are", src.Type)
+		return unsupported("spec.dataSource.type %s is not supported by this version of virtualization-controller: HTTP, ContainerImage, ObjectRef and Upload are", src.Type)
 	}
 	return nil
 }
@@ -174,12 +176,24 @@ func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) 
 	return nil
 }
 
-// InDVCR says whether DVCR may hold the image: it is Ready, or an import ran and may have pushed
-// before it was recorded. A failed import pushes no tag (the importer pushes the manifest last),
-// and a Pending image never started one.
+// InDVCR says whether DVCR may hold the image: it is Ready, or an import ran (or an upload
+// waited) and may have pushed before it was recorded. A failed import pushes no tag (the
+// importer pushes the manifest last), and a Pending image never started one.
 func InDVCR(img Image) bool {
 	p := img.Status.Phase
-	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning
+	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning || p == v1alpha2.ImageWaitForUserUpload
+}
+
+// WaitsForUpload: the image's uploader waits for the user's upload: nothing has come yet (p,
+// the importer's progress, read nothing; when it could not be read, nil, the phase stays).
+func WaitsForUpload(img Image, p *importerprogress.Progress) bool {
+	if img.Source.Type != v1alpha2.DataSourceTypeUpload {
+		return false
+	}
+	if p == nil {
+		return img.Status.Phase != v1alpha2.ImageProvisioning
+	}
+	return p.ReadBytes == 0
 }
 
 // importerContainer is the name of the importer Pod's one container.

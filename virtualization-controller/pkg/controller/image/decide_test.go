@@ -12,6 +12,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
 func TestDecide(t *testing.T) {
@@ -87,7 +88,10 @@ func TestCheckSource(t *testing.T) {
 		{"http with a caBundle", cviView(func(c *v1alpha2.ClusterVirtualImage) { c.Spec.DataSource.HTTP.CABundle = []byte("pem") }), image.Lookup{}, "", false, ""},
 		{"upload", cviView(func(c *v1alpha2.ClusterVirtualImage) {
 			c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
-		}), image.Lookup{}, "UnsupportedDataSource", false, "spec.dataSource.type Upload is not supported"},
+		}), image.Lookup{}, "", false, ""},
+		{"an unknown type", cviView(func(c *v1alpha2.ClusterVirtualImage) {
+			c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: "FTP"}
+		}), image.Lookup{}, "UnsupportedDataSource", false, "spec.dataSource.type FTP is not supported"},
 		{"vi on a PVC", viView(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim }), image.Lookup{},
 			"UnsupportedStorage", false, "spec.storage PersistentVolumeClaim is not supported"},
 		{"registry, secret there", viView(fromRegistry), image.Lookup{PullSecretFound: true, PullSecret: []byte("{}")}, "", false, ""},
@@ -159,8 +163,34 @@ func TestImportSeconds(t *testing.T) {
 	}
 }
 
+func TestWaitsForUpload(t *testing.T) {
+	upload := func(phase v1alpha2.ImagePhase) image.Image {
+		return viView(func(v *v1alpha2.VirtualImage) {
+			v.Spec.DataSource, v.Status.Phase = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}, phase
+		})
+	}
+	cases := []struct {
+		name string
+		img  image.Image
+		p    *importerprogress.Progress
+		want bool
+	}{
+		{"nothing read", upload(v1alpha2.ImageWaitForUserUpload), &importerprogress.Progress{Ratio: -1}, true},
+		{"bytes came", upload(v1alpha2.ImageWaitForUserUpload), &importerprogress.Progress{ReadBytes: 1}, false},
+		{"progress unknown, waiting", upload(v1alpha2.ImageWaitForUserUpload), nil, true},
+		{"progress unknown, uploading", upload(v1alpha2.ImageProvisioning), nil, false},
+		{"not an upload", viView(), &importerprogress.Progress{}, false},
+	}
+	for _, tc := range cases {
+		if got := image.WaitsForUpload(tc.img, tc.p); got != tc.want {
+			t.Errorf("%s: %v", tc.name, got)
+		}
+	}
+}
+
 func TestInDVCR(t *testing.T) {
-	for phase, want := range map[v1alpha2.ImagePhase]bool{"": false, v1alpha2.ImagePending: false, v1alpha2.ImageProvisioning: true, v1alpha2.ImageReady: true, v1alpha2.ImageFailed: false} {
+	for phase, want := range map[v1alpha2.ImagePhase]bool{"": false, v1alpha2.ImagePending: false, v1alpha2.ImageProvisioning: true, v1alpha2.ImageReady: true,
+		v1alpha2.ImageFailed: false, v1alpha2.ImageWaitForUserUpload: true} {
 		if got := image.InDVCR(cviView(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase = phase })); got != want {
 			t.Errorf("%q: %v, want %v", phase, got, want)
 		}

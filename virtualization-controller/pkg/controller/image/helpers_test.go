@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,7 @@ import (
 )
 
 var testConfig = image.PodConfig{Namespace: "d8-virtualization", Image: "importer:dev", DVCRAddress: "dvcr.d8-virtualization.svc:5000",
-	DVCRPullAddress: "dvcr.d8-virtualization.svc", DVCRPusherSecret: "dvcr-pusher", DVCRTLSSecret: "dvcr-tls"}
+	DVCRPullAddress: "dvcr.d8-virtualization.svc", DVCRPusherSecret: "dvcr-pusher", DVCRTLSSecret: "dvcr-tls", UploadTimeout: time.Hour}
 
 var sha = strings.Repeat("a", 64)
 

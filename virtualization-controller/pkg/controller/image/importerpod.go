@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"path"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +29,8 @@ type PodConfig struct {
 	// DVCRPusherSecret holds .dockerconfigjson, DVCRTLSSecret ca.crt: importer Pods mount them.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
+	// UploadTimeout is how long an Upload source's importer waits for the upload to begin.
+	UploadTimeout time.Duration
 }
 
 const (
@@ -39,14 +42,19 @@ const (
 	// than a label value).
 	AnnotationImageName      = "virtualization.deckhouse.io/image-name"
 	AnnotationImageNamespace = "virtualization.deckhouse.io/image-namespace"
+	// AnnotationUploadToken on an image with an Upload source is the token its uploader takes
+	// (`curl -T disk.qcow2 -H "Authorization: Bearer <token>" <status.imageUploadURLs.inCluster>`).
+	AnnotationUploadToken = "virtualization.deckhouse.io/upload-token"
 
 	metricsPort = 8080
+	uploadPort  = 8090
 	caDir       = "/etc/dvcr/tls"
 	authDir     = "/etc/dvcr/auth"
 	sourceDir   = "/etc/importer/source"
 	scratchDir  = "/scratch"
 	// The keys of an import's own Secret (SourceSecret).
-	keySourceCA = "ca.crt"
+	keySourceCA    = "ca.crt"
+	keyUploadToken = "upload-token"
 )
 
 // RegistryURL is where virtual machines pull the image in repo from (status.target.registryURL).
@@ -117,6 +125,8 @@ func (c PodConfig) SourceSecret(k Kind, img Image, l Lookup) *corev1.Secret {
 	switch {
 	case src.HTTP != nil && len(src.HTTP.CABundle) > 0:
 		data[keySourceCA] = src.HTTP.CABundle
+	case src.Type == v1alpha2.DataSourceTypeUpload:
+		data[keyUploadToken] = []byte(img.Object.GetAnnotations()[AnnotationUploadToken])
 	case src.ContainerImage != nil:
 		if len(src.ContainerImage.CABundle) > 0 {
 			data[keySourceCA] = src.ContainerImage.CABundle
@@ -147,6 +157,11 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 		}
 	case src.ContainerImage != nil:
 		args = append(args, flag(contract.FlagSourceImage, src.ContainerImage.Image))
+	case src.Type == v1alpha2.DataSourceTypeUpload:
+		return append(args,
+			flag(contract.FlagSourceUploadAddress, ":"+strconv.Itoa(uploadPort)),
+			flag(contract.FlagUploadTokenFile, path.Join(sourceDir, keyUploadToken)),
+			flag(contract.FlagUploadTimeout, c.UploadTimeout.String()))
 	case l.Ref != nil: // an image in DVCR, read with the importer's own DVCR credentials
 		return append(args,
 			flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),
@@ -202,7 +217,7 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 				Name:                     importerContainer,
 				Image:                    c.Image,
 				Args:                     args,
-				Ports:                    []corev1.ContainerPort{{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}},
+				Ports:                    c.ports(img),
 				TerminationMessagePath:   contract.DefaultTerminationMessagePath,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -220,6 +235,42 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 			}},
 			Volumes: volumes,
 		},
+	}
+}
+
+func (c PodConfig) ports(img Image) []corev1.ContainerPort {
+	p := []corev1.ContainerPort{{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
+		p = append(p, corev1.ContainerPort{Name: "upload", ContainerPort: uploadPort, Protocol: corev1.ProtocolTCP})
+	}
+	return p
+}
+
+// ServiceName is the name of the uploader Service of the image key of kind short: a DNS label,
+// so a hash of the key ("vi-upload-<16 hex digits>").
+func ServiceName(short string, key types.NamespacedName) string {
+	return short + "-upload-" + hash(key.String())[:16]
+}
+
+// UploaderService is the Service in front of img's uploader (an Upload source's importer Pod).
+func (c PodConfig) UploaderService(k Kind, img Image) *corev1.Service {
+	m := c.meta(k, img)
+	m.Name = ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object))
+	return &corev1.Service{
+		ObjectMeta: m,
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{LabelImageKind: k.Short(), LabelImageUID: string(img.Object.GetUID())},
+			Ports:    []corev1.ServicePort{{Name: "upload", Port: 80, TargetPort: intstr.FromString("upload"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+// UploadURLs are where the user uploads img (status.imageUploadURLs): its Service's in-cluster
+// address. There is no external address yet (an Ingress would give one).
+func (c PodConfig) UploadURLs(k Kind, img Image) *v1alpha2.ImageUploadURLs {
+	return &v1alpha2.ImageUploadURLs{
+		InCluster: "http://" + ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)) + "." + c.Namespace + ".svc" + contract.UploadPath,
 	}
 }
 

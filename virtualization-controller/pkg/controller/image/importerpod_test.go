@@ -54,6 +54,11 @@ func TestImporterPod(t *testing.T) {
 		}), image.Lookup{Ref: &image.RefState{Phase: "Ready", Repository: "cvi/base"}},
 			"vi-importer-ns1-tiny-", []string{"--source-image=dvcr.d8-virtualization.svc:5000/cvi/base:latest", "--source-ca-bundle=/etc/dvcr/tls/ca.crt", "--source-auth-file=/etc/dvcr/auth/.dockerconfigjson"},
 			"vi/ns1/tiny", nil},
+		{"vi from an upload", vi.Kind{}, viView(func(v *v1alpha2.VirtualImage) {
+			v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
+			v.Annotations = map[string]string{image.AnnotationUploadToken: "t0ken"}
+		}), image.Lookup{}, "vi-importer-ns1-tiny-",
+			[]string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s"}, "vi/ns1/tiny", []string{"upload-token"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +103,32 @@ func TestImporterPod(t *testing.T) {
 	}
 	if got := testConfig.RegistryURL("cvi/tiny"); got != "dvcr.d8-virtualization.svc/cvi/tiny:latest" {
 		t.Fatal(got)
+	}
+}
+
+func TestUploaderService(t *testing.T) {
+	img := viView(func(v *v1alpha2.VirtualImage) {
+		v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
+	})
+	pod := testConfig.ImporterPod(vi.Kind{}, img, "vi/ns1/tiny", image.Lookup{}, nil)
+	svc := testConfig.UploaderService(vi.Kind{}, img)
+	if msgs := validation.IsDNS1035Label(svc.Name); len(msgs) > 0 || svc.Namespace != "d8-virtualization" {
+		t.Fatalf("%s/%s: %v", svc.Namespace, svc.Name, msgs)
+	}
+	for k, v := range svc.Spec.Selector {
+		if pod.Labels[k] != v {
+			t.Fatalf("selector %v does not select the pod %v", svc.Spec.Selector, pod.Labels)
+		}
+	}
+	port := svc.Spec.Ports[0]
+	if port.Port != 80 || port.TargetPort.StrVal != "upload" || pod.Spec.Containers[0].Ports[1].Name != "upload" || pod.Spec.Containers[0].Ports[1].ContainerPort != 8090 {
+		t.Fatalf("ports %+v / %+v", svc.Spec.Ports, pod.Spec.Containers[0].Ports)
+	}
+	if got := testConfig.UploadURLs(vi.Kind{}, img).InCluster; got != "http://"+svc.Name+".d8-virtualization.svc/upload" {
+		t.Fatal(got)
+	}
+	if image.ServiceName("vi", types.NamespacedName{Namespace: "a-b", Name: "c"}) == image.ServiceName("vi", types.NamespacedName{Namespace: "a", Name: "b-c"}) {
+		t.Fatal("service names collide")
 	}
 }
 

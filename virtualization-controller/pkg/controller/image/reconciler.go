@@ -55,6 +55,8 @@ type Config struct {
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
 	Metrics   *ImportMetrics
+	// NewToken makes an Upload source's token (AnnotationUploadToken).
+	NewToken func() (string, error)
 	// ProgressInterval is how often a running import's progress is read; SourceInterval how
 	// often a source the import waits for (an object not Ready, a missing Secret) is looked at.
 	ProgressInterval time.Duration
@@ -120,7 +122,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				p = &got
 			}
 		}
-		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, ProvisioningStatus(img, p, r.now()))
+		s := ProvisioningStatus(img, p, r.now())
+		if WaitsForUpload(img, p) {
+			s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
+		}
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
 	case StepRecordResult:
 		res := ResultOf(pod)
 		if err := r.setStatus(ctx, obj, ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())); err != nil {
@@ -143,7 +149,7 @@ func (r *Reconciler) cleanup(ctx context.Context, img Image, pod *corev1.Pod) er
 	if pod != nil {
 		return r.deleteImporter(ctx, obj, pod)
 	}
-	if err := r.deleteSecret(ctx, obj); err != nil {
+	if err := r.deleteCompanions(ctx, obj); err != nil {
 		return err
 	}
 	if InDVCR(img) {
@@ -195,6 +201,9 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		}
 		return res, r.setStatus(ctx, obj, PendingStatus(img, *b, r.now()))
 	}
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload && obj.GetAnnotations()[AnnotationUploadToken] == "" {
+		return ctrl.Result{}, r.addUploadToken(ctx, obj)
+	}
 	secret := r.Pods.SourceSecret(r.Kind, img, l)
 	if secret != nil {
 		if err := r.putSecret(ctx, secret); err != nil {
@@ -207,6 +216,13 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("create importer pod: %w", err)
 	}
 	log.FromContext(ctx).Info("importer pod created", "pod", pod.Name, "source", string(img.Source.Type))
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
+		svc := r.Pods.UploaderService(r.Kind, img)
+		if err := r.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create uploader service: %w", err)
+		}
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now()))
+	}
 	s := ProvisioningStatus(img, nil, r.now())
 	if l.Ref != nil {
 		s.SourceUID = &l.Ref.UID
@@ -272,6 +288,22 @@ func get(ctx context.Context, reader client.Reader, key types.NamespacedName, ob
 	return true, nil
 }
 
+// addUploadToken gives an image with an Upload source the token its uploader will take.
+func (r *Reconciler) addUploadToken(ctx context.Context, obj client.Object) error {
+	token, err := r.NewToken()
+	if err != nil {
+		return fmt.Errorf("upload token: %w", err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationUploadToken] = token
+	obj.SetAnnotations(a)
+	return wrap("add upload token", r.Client.Patch(ctx, obj, patch))
+}
+
 // putSecret creates the import's Secret, or overwrites one left by an earlier import.
 func (r *Reconciler) putSecret(ctx context.Context, s *corev1.Secret) error {
 	err := r.Client.Create(ctx, s)
@@ -286,9 +318,9 @@ func (r *Reconciler) putSecret(ctx context.Context, s *corev1.Secret) error {
 	return wrap("update importer secret", r.Client.Update(ctx, old))
 }
 
-// deleteImporter deletes the importer Pod and its Secret.
+// deleteImporter deletes the importer Pod, its Secret and its Service.
 func (r *Reconciler) deleteImporter(ctx context.Context, obj client.Object, pod *corev1.Pod) error {
-	if err := r.deleteSecret(ctx, obj); err != nil {
+	if err := r.deleteCompanions(ctx, obj); err != nil {
 		return err
 	}
 	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -302,10 +334,16 @@ func (r *Reconciler) deleteImporter(ctx context.Context, obj client.Object, pod 
 	return nil
 }
 
-func (r *Reconciler) deleteSecret(ctx context.Context, obj client.Object) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pods.Namespace, Name: PodName(r.Kind.Short(), client.ObjectKeyFromObject(obj))}}
-	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete importer secret: %w", err)
+// deleteCompanions deletes the importer's Secret and uploader Service; either may not exist.
+func (r *Reconciler) deleteCompanions(ctx context.Context, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pods.Namespace, Name: PodName(r.Kind.Short(), key)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pods.Namespace, Name: ServiceName(r.Kind.Short(), key)}},
+	} {
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete importer %T %s: %w", o, o.GetName(), err)
+		}
 	}
 	return nil
 }

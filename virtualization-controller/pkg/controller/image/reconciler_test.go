@@ -76,6 +76,7 @@ func newWorld(t *testing.T, kind image.Kind, key types.NamespacedName, objs ...c
 		progress: &fixedProgress{p: importerprogress.Progress{Ratio: 0.5, SpeedBytes: 2048, AverageSpeedBytes: 1024}}}
 	w.r = image.NewReconciler(image.Config{Kind: kind, Client: c, APIReader: c, Pods: testConfig, Progress: w.progress, Images: w.images,
 		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Recorder: w.recorder, Metrics: w.metrics,
+		NewToken:         func() (string, error) { return "t0ken", nil },
 		ProgressInterval: 2 * time.Second, SourceInterval: 5 * time.Second})
 	return w
 }
@@ -306,16 +307,86 @@ func TestReconcileDeleteWhileImporting(t *testing.T) {
 
 func TestReconcileUnsupportedSource(t *testing.T) {
 	w := newWorld(t, cvi.Kind{}, types.NamespacedName{Name: "tiny"}, cviImage(func(c *v1alpha2.ClusterVirtualImage) {
-		c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
+		c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+			ObjectRef: &v1alpha2.ClusterVirtualImageObjectRef{Kind: "VirtualDisk", Namespace: "ns1", Name: "d"}}
 	}))
 	if res := w.reconcile(); res.RequeueAfter != 0 {
 		t.Fatalf("an unsupported source is not looked at again: %v", res)
 	}
 	img := w.image()
-	if img.Status.Phase != v1alpha2.ImagePending || w.pod() != nil || !strings.Contains(condition(img, "DatasourceReady").Message, "spec.dataSource.type Upload is not supported") {
+	if img.Status.Phase != v1alpha2.ImagePending || w.pod() != nil || !strings.Contains(condition(img, "DatasourceReady").Message, "spec.dataSource.objectRef.kind VirtualDisk is not supported") {
 		t.Fatalf("status %+v", img.Status)
 	}
-	w.event("Normal Pending Phase Pending: the import has not started: spec.dataSource.type Upload")
+	w.event("Normal Pending Phase Pending: the import has not started: spec.dataSource.objectRef.kind VirtualDisk")
+}
+
+// An Upload source: a token, the uploader Pod with its Secret and Service, WaitForUserUpload
+// with the URL until bytes come, then the result; nothing left.
+func TestReconcileUpload(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		result     string
+		code       int32
+		wantPhase  v1alpha2.ImagePhase
+		wantReason string
+	}{
+		{"uploaded", `{"reason":"Completed","format":"qcow2","storedSize":1024,"unpackedSize":4096}`, 0, v1alpha2.ImageReady, "Ready"},
+		{"never came", `{"reason":"UploadTimeout","message":"no upload began within 1h0m0s: ..."}`, 14, v1alpha2.ImageFailed, "WaitForUserUploadTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := types.NamespacedName{Namespace: "ns1", Name: "tiny"}
+			w := newWorld(t, vi.Kind{}, key, viImage(func(v *v1alpha2.VirtualImage) {
+				v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
+			}))
+			w.reconcile() // the token
+			if got := w.image().Object.GetAnnotations()[image.AnnotationUploadToken]; got != "t0ken" {
+				t.Fatalf("token %q", got)
+			}
+			w.reconcile()
+			if s := w.secret(); s == nil || string(s.Data["upload-token"]) != "t0ken" || w.pod() == nil {
+				t.Fatalf("secret %+v", s)
+			}
+			svc := &corev1.Service{}
+			svcKey := client.ObjectKey{Namespace: testConfig.Namespace, Name: image.ServiceName("vi", key)}
+			if err := w.c.Get(context.Background(), svcKey, svc); err != nil {
+				t.Fatal(err)
+			}
+			img := w.image()
+			if img.Status.Phase != v1alpha2.ImageWaitForUserUpload || img.Status.ImageUploadURLs == nil ||
+				img.Status.ImageUploadURLs.InCluster != "http://"+svc.Name+".d8-virtualization.svc/upload" ||
+				!strings.Contains(condition(img, "Ready").Message, "curl -T disk.qcow2") {
+				t.Fatalf("status %+v", img.Status)
+			}
+			w.event("Normal WaitForUserUpload")
+
+			p := w.pod()
+			p.Status.PodIP, p.Status.Phase = "10.66.0.7", corev1.PodRunning
+			if err := w.c.Status().Update(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			w.progress.p = importerprogress.Progress{Ratio: -1}
+			w.reconcile()
+			if got := w.image().Status.Phase; got != v1alpha2.ImageWaitForUserUpload {
+				t.Fatalf("phase %s before the upload", got)
+			}
+			w.progress.p = importerprogress.Progress{Ratio: 0.25, ReadBytes: 1024}
+			w.reconcile()
+			if s := w.image().Status; s.Phase != v1alpha2.ImageProvisioning || s.Progress != "25.0%" {
+				t.Fatalf("status %+v", s)
+			}
+			w.event("Normal Provisioning")
+
+			w.finish(tc.result, tc.code)
+			w.reconcile()
+			img = w.image()
+			if c := condition(img, "Ready"); img.Status.Phase != tc.wantPhase || c.Reason != tc.wantReason {
+				t.Fatalf("phase %s, Ready %+v", img.Status.Phase, c)
+			}
+			if err := w.c.Get(context.Background(), svcKey, &corev1.Service{}); !apierrors.IsNotFound(err) || w.pod() != nil || w.secret() != nil {
+				t.Fatalf("the uploader's pod, secret or service left (%v)", err)
+			}
+		})
+	}
 }
 
 // A vi from a cvi waits until the cvi exists and is Ready, then reads it from DVCR.

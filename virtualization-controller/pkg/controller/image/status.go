@@ -53,6 +53,18 @@ func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time
 	return s
 }
 
+// WaitForUploadStatus: the uploader waits for the user's upload at urls.
+func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImageWaitForUserUpload
+	s.Progress = "0%"
+	s.ImageUploadURLs = urls
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.WaitForUserUpload),
+		fmt.Sprintf("waiting for the upload: curl -T disk.qcow2 -H \"Authorization: Bearer <the annotation %s>\" %s", AnnotationUploadToken, urls.InCluster))
+	return s
+}
+
 // ResultStatus: the importer ended with r. A failure keeps the importer's reason in the Ready
 // condition's message, so `kubectl describe` says what to fix.
 func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.Time) Status {
@@ -60,7 +72,11 @@ func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.T
 	s.DownloadSpeed = nil
 	if r.Reason != contract.ReasonCompleted {
 		s.Phase = v1alpha2.ImageFailed
-		setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningFailed), fmt.Sprintf("%s: %s", r.Reason, r.Message))
+		reason := cvicondition.ProvisioningFailed
+		if r.Reason == contract.ReasonUploadTimeout {
+			reason = cvicondition.WaitForUserUploadTimeout
+		}
+		setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(reason), fmt.Sprintf("%s: %s", r.Reason, r.Message))
 		return s
 	}
 	s.Phase = v1alpha2.ImageReady
