@@ -379,7 +379,7 @@ func TestReconcileUpload(t *testing.T) {
 			w.finish(tc.result, tc.code)
 			w.reconcile()
 			img = w.image()
-			if c := condition(img, "Ready"); img.Status.Phase != tc.wantPhase || c.Reason != tc.wantReason {
+			if c := condition(img, "Ready"); img.Status.Phase != tc.wantPhase || c.Reason != tc.wantReason || img.Status.ImageUploadURLs != nil {
 				t.Fatalf("phase %s, Ready %+v", img.Status.Phase, c)
 			}
 			if err := w.c.Get(context.Background(), svcKey, &corev1.Service{}); !apierrors.IsNotFound(err) || w.pod() != nil || w.secret() != nil {

@@ -70,6 +70,7 @@ func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.T
 func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.Time) Status {
 	s := copyStatus(img)
 	s.DownloadSpeed = nil
+	s.ImageUploadURLs = nil // the uploader is gone
 	if r.Reason != contract.ReasonCompleted {
 		s.Phase = v1alpha2.ImageFailed
 		reason := cvicondition.ProvisioningFailed
