@@ -7,6 +7,7 @@ require (
 	github.com/d8virt/virtualization-controller v0.0.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/nftables v0.3.0
+	github.com/miekg/dns v1.1.73
 	github.com/moby/sys/mountinfo v0.7.2
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
@@ -39,7 +40,6 @@ require (
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
-	github.com/miekg/dns v1.1.73 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/openshift/custom-resource-status v1.1.2 // indirect

@@ -23,7 +23,8 @@ func (r *podRuntime) releaseSandbox() {
 // so it is unique machine-wide; localnet hashes it into interface names that fit Linux's limit.
 func NetHostName(uid types.UID) string { return "pod-" + string(uid) }
 
-// setupSandbox creates the pod directory, its network namespace, /etc/hosts and volumes.
+// setupSandbox creates the pod directory, its network namespace, /etc/hosts, /etc/resolv.conf
+// and volumes.
 func (r *podRuntime) setupSandbox(ctx context.Context) error {
 	pod := r.currentPod()
 	l := r.p.layout
@@ -52,6 +53,10 @@ func (r *podRuntime) setupSandbox(ctx context.Context) error {
 		r.state.PodIP = h.IP.String()
 	}
 	if err := os.WriteFile(l.EtcHosts(r.uid), []byte(etcHosts(pod, r.state.PodIP)), 0o644); err != nil {
+		return err
+	}
+	dns := PodDNS(pod, r.p.cfg.ClusterDNS, r.p.cfg.ClusterDomain, r.p.cfg.NodeDNS)
+	if err := os.WriteFile(l.ResolvConf(r.uid), []byte(dns.String()), 0o644); err != nil {
 		return err
 	}
 	automount, err := r.p.automount(ctx, pod)

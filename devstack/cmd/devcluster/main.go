@@ -1,7 +1,8 @@
 // Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
 //
-//	devcluster [flags] up [-core]    start the stack (idempotent) with its local-provisioner (the
-//	                                 default StorageClass local); prints the kubeconfig path last;
+//	devcluster [flags] up [-core]    start the stack (idempotent) with its service-proxy (Services
+//	                                 and cluster DNS) and local-provisioner (the default
+//	                                 StorageClass local); prints the kubeconfig path last;
 //	                                 -core also runs kubevirt-core, each component behind a rewriter
 //	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
 //	devcluster [flags] status        show each daemon and its pid
@@ -44,6 +45,7 @@ import (
 	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/provisioner"
+	"github.com/d8virt/devstack/svcproxy"
 )
 
 func main() {
@@ -82,11 +84,18 @@ func run() error {
 	}
 	// The provisioner comes right after the control plane: the nodes' pods need their volumes. A
 	// running one is found by its record, whatever checkout started it.
-	provisionerBin, err := defaultProvisionerBinary(*binDir)
+	provisionerBin, err := daemonBinary(*binDir, provisioner.Daemon)
 	if err != nil {
 		return err
 	}
-	s.AddComponents(provisioner.StackComponent(s, provisionerBin))
+	proxyBin, err := daemonBinary(*binDir, svcproxy.Daemon)
+	if err != nil {
+		return err
+	}
+	// The service proxy (Services and cluster DNS) comes first: pods of the nodes and the
+	// module's programs reach each other by Service.
+	s.AddComponents(svcproxy.StackComponent(s, proxyBin),
+		provisioner.StackComponent(s, provisionerBin))
 	// A stack that once ran the core keeps a marker, so that down and status see the core too.
 	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
 	// The marker lists the core's nodes, comma-separated.
