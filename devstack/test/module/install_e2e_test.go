@@ -189,7 +189,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	st := start(t, ctx)
 	installMonitoringCRDs(t, st)
@@ -199,6 +199,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkServiceAccounts(t, ctx, st)
 	checkDVCR(t, ctx, st)
 	checkClusterVirtualImage(t, st)
+	checkImageImports(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
