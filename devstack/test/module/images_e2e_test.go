@@ -80,7 +80,7 @@ func checkImageImports(t *testing.T, ctx context.Context, st *stack) {
 	}
 	dvcrHost := "dvcr." + module.Namespace + ".svc"
 	httpSource := func(file, checksum string) string {
-		return fmt.Sprintf("\n    type: HTTP\n    http:\n      url: %s/%s\n      checksum:\n        sha256: %s", g.url, file, checksum)
+		return fmt.Sprintf("\n    type: HTTP\n    http:\n      url: %s/%s\n      checksum:\n        sha256: \"%s\"", g.url, file, checksum)
 	}
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Secret
