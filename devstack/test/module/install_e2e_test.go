@@ -130,8 +130,10 @@ func start(t *testing.T, ctx context.Context) *stack {
 	s.AddComponents(controlplane.Component{
 		Name: "node-agent-" + nodeName,
 		Bin:  filepath.Join(bin, "node-agent"),
+		// The cluster DNS given as devcluster gives it: the importer Pods push to dvcr.<ns>.svc.
 		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", nodeName, "--root-dir", root,
-			"--bin-dir", bin, "--image-store", store},
+			"--bin-dir", bin, "--image-store", store,
+			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
 			n, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 			if err != nil {
