@@ -30,6 +30,7 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/svcproxy"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -72,7 +73,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-		"./devstack/cmd/node-agent")
+		"./devstack/cmd/node-agent", "./devstack/cmd/service-proxy")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -111,6 +112,9 @@ func start(t *testing.T, ctx context.Context) *stack {
 			t.Errorf("purge the stack: %v", err)
 		}
 	})
+	// Like `devcluster up`, the stack serves its Services and cluster DNS: importer Pods push to
+	// dvcr.<ns>.svc.
+	s.AddComponents(svcproxy.StackComponent(s, filepath.Join(bin, svcproxy.Daemon)))
 	if err := s.Up(ctx); err != nil {
 		t.Fatalf("control plane: %v", err)
 	}
