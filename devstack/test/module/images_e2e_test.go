@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -131,7 +132,7 @@ data:
 	t.Log("HTTP: Ready with format, size, progress and registry URL; the disk in DVCR is the source")
 	for _, n := range []string{"e2e-qcow2", "e2e-gz"} {
 		wait("cvi/"+n, "Ready")
-		if got := get("cvi/"+n, "{.status.format} {.status.progress} {.status.size.unpackedBytes} {.status.target.registryURL} {.status.cdrom}"); got != fmt.Sprintf("qcow2 100%% 26214400 %s/cvi/%s:latest false", dvcrHost, n) {
+		if got := get("cvi/"+n, "{.status.format} {.status.progress} {.status.size.unpackedBytes} {.status.target.registryURL}"); got != fmt.Sprintf("qcow2 100%% 26214400 %s/cvi/%s:latest", dvcrHost, n) {
 			t.Errorf("cvi/%s status: %s", n, got)
 		}
 	}
@@ -193,7 +194,13 @@ data:
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/upload")
 	ip := st.kubectl(t, kc, "-n", module.Namespace, "get", "service", strings.Split(host, ".")[0], "-o", "jsonpath={.spec.clusterIP}")
 	resolve := host + ":80:" + ip
-	if code := curlT(t, disk, "not-"+token, url, resolve); code != "403" {
+	// The Service answers once the uploader Pod is ready: until then a connection is closed.
+	deadline := time.Now().Add(2 * time.Minute)
+	code := curlT(t, disk, "not-"+token, url, resolve)
+	for ; code == "" && time.Now().Before(deadline); code = curlT(t, disk, "not-"+token, url, resolve) {
+		time.Sleep(2 * time.Second)
+	}
+	if code != "403" {
 		t.Errorf("a wrong token: HTTP %s", code)
 	}
 	if code := curlT(t, disk, token, url, resolve); code != "200" {
@@ -252,10 +259,15 @@ func waitNoImporter(t *testing.T, st *stack, uid string) {
 	}
 }
 
-// curlT is `curl -T file -H "Authorization: Bearer token" --resolve resolve url`'s HTTP status.
+// curlT is `curl -T file -H "Authorization: Bearer token" --resolve resolve url`'s HTTP status;
+// "" when the connection was closed without an answer (curl's exit 52).
 func curlT(t *testing.T, file, token, url, resolve string) string {
 	t.Helper()
 	out, err := exec.Command("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--resolve", resolve, "-T", file, "-H", "Authorization: Bearer "+token, url).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 52 {
+		return ""
+	}
 	if err != nil {
 		t.Fatalf("curl: %v: %s", err, out)
 	}
