@@ -144,6 +144,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkClusterVirtualImage(t, st)
 	checkIPAM(t, st)
 	checkVirtualMachine(t, ctx, st)
+	checkImageImports(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
