@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d8virt/devstack/guest/guesttest"
 )
 
 // vmManifest: a default class, a VirtualDisk over a claim the test makes (on a hostPath volume
@@ -191,10 +193,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Log("AlwaysOn: a poweroff inside the guest starts it again, with the new cores")
 	vmi := "internalvirtualizationvirtualmachineinstances/module-e2e"
 	uid := get(vmi, "{.metadata.uid}")
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, con)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		now := st.kubectl(t, kc, "-n", "default", "get", vmi, "--ignore-not-found", "-o", "jsonpath={.metadata.uid} {.status.phase}")
@@ -213,24 +212,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 
 	t.Log("AlwaysOnUnlessStoppedManually: a poweroff inside the guest leaves it Stopped")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOnUnlessStoppedManually"}}`)
-	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
-	answer := regexp.MustCompile(`answer-42`)
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted guest does not answer\nconsole so far:\n%s", con)
-		}
-	}
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, openConsole(t, ctx, st.kubevirt, "module-e2e"))
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", 2*time.Minute)
 	time.Sleep(5 * time.Second)
 	if got := get("vm/module-e2e", "{.status.phase}"); got != "Stopped" {
@@ -247,4 +229,30 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		}
 	}
 	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
+}
+
+// powerOff waits for the guest's shell to answer on its console, types poweroff, and waits for the
+// guest's shutdown mark before it closes the console.
+func powerOff(t *testing.T, con *guesttest.Console) {
+	t.Helper()
+	defer func() { _ = con.Close() }()
+	answer := regexp.MustCompile(`answer-42`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest's shell does not answer\nconsole so far:\n%s", con)
+		}
+	}
+	if err := con.Write("poweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := con.WaitFor(regexp.MustCompile(`D8V-GUEST-SHUTDOWN`), time.Minute); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
 }
