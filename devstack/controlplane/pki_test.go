@@ -42,7 +42,7 @@ func TestPKIChainsAndIsStable(t *testing.T) {
 	}{
 		{name: "apiserver", ca: "ca", usage: x509.ExtKeyUsageServerAuth, dnsName: "kubernetes.default.svc"},
 		{name: "apiserver", ca: "ca", usage: x509.ExtKeyUsageServerAuth, ip: net.IP(n.GatewayIP().AsSlice())},
-		{name: "apiserver", ca: "ca", usage: x509.ExtKeyUsageServerAuth, ip: net.ParseIP("10.96.0.1")},
+		{name: "apiserver", ca: "ca", usage: x509.ExtKeyUsageServerAuth, ip: net.ParseIP("10.121.40.1")}, // the Service kubernetes of port base 6440,
 		{name: "admin", ca: "ca", usage: x509.ExtKeyUsageClientAuth},
 		{name: "front-proxy-client", ca: "front-proxy-ca", usage: x509.ExtKeyUsageClientAuth},
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,7 +44,8 @@ type Config struct {
 	PortBase int
 	// Net is the local network whose bridge address the apiserver advertises.
 	Net localnet.Net
-	// ServiceCIDR is the range of Service cluster IPs.
+	// ServiceCIDR is the range of Service cluster IPs; the default is DefaultServiceCIDR of the
+	// port base, so that stacks side by side never share one.
 	ServiceCIDR string
 	// Log receives progress lines; nil means silence.
 	Log io.Writer
@@ -93,7 +95,10 @@ func New(cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("stack: port base %d out of range", cfg.PortBase)
 	}
 	if cfg.ServiceCIDR == "" {
-		cfg.ServiceCIDR = "10.96.0.0/16"
+		cfg.ServiceCIDR = DefaultServiceCIDR(cfg.PortBase).String()
+	}
+	if _, err := netip.ParsePrefix(cfg.ServiceCIDR); err != nil {
+		return nil, fmt.Errorf("stack: service CIDR: %w", err)
 	}
 	abs, err := filepath.Abs(cfg.StateDir)
 	if err != nil {

@@ -115,7 +115,14 @@ type Config struct {
 	Workers int
 	// KubeletPort serves kubectl logs on the bridge address; 0 picks a free port, -1 disables it.
 	KubeletPort int
-	Logger      *slog.Logger
+	// ClusterDNS and ClusterDomain are kubelet's --cluster-dns and --cluster-domain: the
+	// nameservers of ClusterFirst pods and the domain of their search path (default
+	// cluster.local). Without ClusterDNS, ClusterFirst pods get NodeDNS, as on kubelet.
+	ClusterDNS    []string
+	ClusterDomain string
+	// NodeDNS is the node's resolv.conf (kubelet's --resolv-conf) for Default pods.
+	NodeDNS DNSConf
+	Logger  *slog.Logger
 }
 
 func (c *Config) allocatable() corev1.ResourceList {
@@ -182,6 +189,9 @@ func (c *Config) complete() error {
 	}
 	if c.Workers == 0 {
 		c.Workers = 8
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = "cluster.local"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -22,6 +22,7 @@ const (
 //	<root>/pods/<pod uid>/pod.json                                   the pod as the agent runs it
 //	<root>/pods/<pod uid>/state.json                                 pod IP, start time, outcome
 //	<root>/pods/<pod uid>/etc-hosts                                  the pod's /etc/hosts
+//	<root>/pods/<pod uid>/resolv.conf                                the pod's /etc/resolv.conf
 //	<root>/pods/<pod uid>/volumes/<plugin>/<volume name>/            volume contents, as on a kubelet
 //	<root>/pods/<pod uid>/logs/<container>.log                       stdout and stderr, every restart
 //	<root>/pods/<pod uid>/containers/<container>/                    per-container state:
@@ -36,6 +37,9 @@ func (l Layout) PodFile(uid types.UID) string   { return filepath.Join(l.PodDir(
 func (l Layout) StateFile(uid types.UID) string { return filepath.Join(l.PodDir(uid), "state.json") }
 func (l Layout) EtcHosts(uid types.UID) string  { return filepath.Join(l.PodDir(uid), "etc-hosts") }
 func (l Layout) LogsDir(uid types.UID) string   { return filepath.Join(l.PodDir(uid), "logs") }
+func (l Layout) ResolvConf(uid types.UID) string {
+	return filepath.Join(l.PodDir(uid), "resolv.conf")
+}
 
 // VolumePath is where a volume handled by the given plugin keeps its contents.
 func (l Layout) VolumePath(uid types.UID, plugin, volume string) string {

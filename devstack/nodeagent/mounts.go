@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// containerMounts lists what container-init mounts: the private directories, /etc/hosts, the
-// termination log and the container's volume mounts.
+// containerMounts lists what container-init mounts: the private directories, /etc/hosts,
+// /etc/resolv.conf, the termination log and the container's volume mounts.
 func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Container, env []string) ([]Mount, error) {
 	var ms []Mount
 	for _, d := range r.p.cfg.PrivateDirs {
@@ -24,6 +24,7 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 	if !pod.Spec.HostNetwork {
 		ms = append(ms, Mount{Source: r.p.layout.EtcHosts(r.uid), Target: "/etc/hosts"})
 	}
+	ms = append(ms, Mount{Source: r.p.layout.ResolvConf(r.uid), Target: "/etc/resolv.conf"})
 	tmp := spec.TerminationMessagePath
 	if tmp == "" {
 		tmp = corev1.TerminationMessagePathDefault

@@ -42,6 +42,7 @@ import (
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/provisioner"
+	"github.com/d8virt/devstack/svcproxy"
 )
 
 // KubeconfigEnv names the kubeconfig of a running stack that test binaries should share.
@@ -59,12 +60,14 @@ type Env struct {
 
 var current *Env
 
-// Main runs the package's tests against a real control plane and exits with their status.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+// Main runs the package's tests against a real control plane and exits with their status. The
+// after functions run when the tests are done, before the control plane stops: they tear down
+// what the package's tests shared.
+func Main(m *testing.M, after ...func() error) {
+	os.Exit(run(m, after))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M, after []func() error) int {
 	env, stop, err := start(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: no control plane:", err)
@@ -72,6 +75,12 @@ func run(m *testing.M) int {
 	}
 	current = env
 	code := m.Run()
+	for _, f := range after {
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
+			code = max(code, 1)
+		}
+	}
 	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
 		if code == 0 {
@@ -125,12 +134,17 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// Like `devcluster up`, the stack provisions volumes of its default StorageClass.
-	bin, err := buildProvisioner(dir)
+	// Like `devcluster up`, the stack serves its Services and cluster DNS, and provisions volumes
+	// of its default StorageClass.
+	proxyBin, err := buildDaemon(dir, svcproxy.Daemon)
 	if err != nil {
 		return nil, nil, err
 	}
-	s.AddComponents(provisioner.StackComponent(s, bin))
+	provBin, err := buildDaemon(dir, provisioner.Daemon)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.AddComponents(svcproxy.StackComponent(s, proxyBin), provisioner.StackComponent(s, provBin))
 	stop := func() error {
 		err := s.Down(false)
 		err = errors.Join(err, provisioner.ReleaseVolumes(context.Background(), s))
@@ -146,18 +160,18 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	return env, stop, nil
 }
 
-// buildProvisioner builds local-provisioner from this checkout into dir/bin.
-func buildProvisioner(dir string) (string, error) {
+// buildDaemon builds the stack daemon name (devstack/cmd/<name>) from this checkout into dir/bin.
+func buildDaemon(dir, name string) (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("cannot locate the checkout to build local-provisioner")
+		return "", fmt.Errorf("cannot locate the checkout to build %s", name)
 	}
 	repo := filepath.Join(filepath.Dir(file), "..", "..")
-	bin := filepath.Join(dir, "bin", provisioner.Daemon)
-	cmd := exec.Command("go", "build", "-o", bin, "./devstack/cmd/"+provisioner.Daemon)
+	bin := filepath.Join(dir, "bin", name)
+	cmd := exec.Command("go", "build", "-o", bin, "./devstack/cmd/"+name)
 	cmd.Dir = repo
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", provisioner.Daemon, err, out)
+		return "", fmt.Errorf("build %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }

@@ -64,11 +64,6 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* virt-operator's zap encoder for logFormat. */}}
-{{- define "virtualization.zapEncoder" -}}
-{{- if eq .Values.logFormat "text" -}}console{{- else -}}json{{- end -}}
-{{- end -}}
-
 {{/* kube-rbac-proxy's serving certificate Secret and the Service it answers for. */}}
 {{- define "virtualization.metricsTLSSecret" -}}virt-operator-metrics-tls{{- end -}}
 {{- define "virtualization.metricsService" -}}virt-operator-metrics{{- end -}}
@@ -116,3 +111,19 @@ app.kubernetes.io/component: virtualization-controller
 {{- end -}}
 {{- define "virtualization.controllerMetricsService" -}}virtualization-controller-metrics{{- end -}}
 {{- define "virtualization.controllerMetricsTLSSecret" -}}virtualization-controller-metrics-tls{{- end -}}
+{{- define "virtualization.controllerWebhookService" -}}virtualization-controller-webhook{{- end -}}
+{{- define "virtualization.controllerWebhookTLSSecret" -}}virtualization-controller-webhook-tls{{- end -}}
+
+{{/* virtualization-api: the labels that select its pods, its image, its Services and Secrets. */}}
+{{- define "virtualization.apiSelector" -}}
+app.kubernetes.io/name: virtualization
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: virtualization-api
+{{- end -}}
+{{- define "virtualization.apiImage" -}}
+{{- include "virtualization.image" (dict "root" . "name" "virtualization-api" "override" .Values.images.virtualizationApi) -}}
+{{- end -}}
+{{- define "virtualization.apiService" -}}virtualization-api{{- end -}}
+{{- define "virtualization.apiTLSSecret" -}}virtualization-api-tls{{- end -}}
+{{- define "virtualization.apiMetricsService" -}}virtualization-api-metrics{{- end -}}
+{{- define "virtualization.apiMetricsTLSSecret" -}}virtualization-api-metrics-tls{{- end -}}

@@ -1,19 +1,14 @@
 {{/*
-A serving certificate Secret (tls.crt, tls.key, ca.crt) of the chart's own CA, or cert-manager's
-Certificate for it. (dict "root" $ "secret" NAME "service" SVC "ca" CA-NAME "component" C)
-
-The chart's own: an existing Secret is kept (helm upgrade does not regenerate it, so clients'
-trust and the pods stay as they are) until it is less than 30 days from the expiry recorded in
-its annotation, or its names differ; then both are issued anew. The readers (kube-rbac-proxy,
-the registry) reload or are restarted by the checksum of nothing: a renewal rolls no pod.
+The chart's own certificate data of a serving certificate, as YAML (tls.crt, tls.key, ca.crt,
+notAfter, each base64 but notAfter): the existing Secret's while it is valid, else issued anew.
+Arguments as virtualization.servingCertificate's. A template that needs the CA elsewhere (an
+APIService's caBundle) renders this once, fromYaml, and passes it on as "data".
 */}}
-{{- define "virtualization.servingCertificate" -}}
+{{- define "virtualization.servingCertificateData" -}}
 {{- $root := .root }}
 {{- $ns := $root.Release.Namespace }}
 {{- $svc := .service }}
 {{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) }}
-{{- $labels := include "virtualization.labels" $root }}
-{{- if not $root.Values.certManager.enabled }}
 {{- $notAfterKey := "virtualization.deckhouse.io/not-after" }}
 {{- $namesKey := "virtualization.deckhouse.io/dns-names" }}
 {{- $days := 365 }}
@@ -37,6 +32,30 @@ the registry) reload or are restarted by the checksum of nothing: a renewal roll
 {{- $data = dict "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) "ca.crt" ($ca.Cert | b64enc) }}
 {{- $notAfter = dateInZone "2006-01-02T15:04:05Z" (now | dateModify (printf "+%dh" (mul $days 24))) "UTC" }}
 {{- end }}
+{{- $_ := set $data "notAfter" $notAfter }}
+{{- toYaml $data }}
+{{- end -}}
+
+{{/*
+A serving certificate Secret (tls.crt, tls.key, ca.crt) of the chart's own CA, or cert-manager's
+Certificate for it. (dict "root" $ "secret" NAME "service" SVC "ca" CA-NAME "component" C)
+
+The chart's own: an existing Secret is kept (helm upgrade does not regenerate it, so clients'
+trust and the pods stay as they are) until it is less than 30 days from the expiry recorded in
+its annotation, or its names differ; then both are issued anew. The readers (kube-rbac-proxy,
+the registry) reload or are restarted by the checksum of nothing: a renewal rolls no pod.
+*/}}
+{{- define "virtualization.servingCertificate" -}}
+{{- $root := .root }}
+{{- $ns := $root.Release.Namespace }}
+{{- $svc := .service }}
+{{- $dnsNames := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) }}
+{{- $labels := include "virtualization.labels" $root }}
+{{- if not $root.Values.certManager.enabled }}
+{{- $notAfterKey := "virtualization.deckhouse.io/not-after" }}
+{{- $namesKey := "virtualization.deckhouse.io/dns-names" }}
+{{- $data := .data | default (include "virtualization.servingCertificateData" . | fromYaml) }}
+{{- $notAfter := index $data "notAfter" }}
 apiVersion: v1
 kind: Secret
 type: kubernetes.io/tls

@@ -76,6 +76,7 @@ func nodeComponent(s *controlplane.Stack, ns nodeSpec) controlplane.Component {
 	args := []string{
 		"--kubeconfig", s.KubeconfigPath(), "--node-name", ns.Name,
 		"--root-dir", nodeRoot(s, ns.Name), "--bin-dir", ns.BinDir, "--image-store", ns.ImageStore,
+		"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain,
 	}
 	return controlplane.Component{
 		Name: nodeDaemon(ns.Name),

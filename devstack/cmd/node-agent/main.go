@@ -16,8 +16,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/devstack/nodeagent"
@@ -50,6 +55,9 @@ func run() error {
 		"host directories each container sees as fresh private directories; :seed copies the host's contents in")
 	apiServer := fs.String("apiserver", "", "host:port of the apiserver as pods reach it (default: the kubeconfig's server)")
 	kubeletPort := fs.Int("kubelet-port", 0, "port on the bridge address that serves kubectl logs (0: any free port, -1: none)")
+	clusterDNS := fs.String("cluster-dns", "", "nameservers of ClusterFirst pods, comma-separated (default: the cluster IP of kube-system/kube-dns, if there is one)")
+	clusterDomain := fs.String("cluster-domain", "cluster.local", "the cluster's DNS domain, for the pods' search path")
+	resolvConf := fs.String("resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, for Default pods")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -106,6 +114,18 @@ func run() error {
 			cfg.Labels[k] = v
 		}
 	}
+	cfg.ClusterDomain = *clusterDomain
+	if cfg.NodeDNS, err = readResolvConf(*resolvConf); err != nil {
+		return err
+	}
+	if *clusterDNS != "" {
+		cfg.ClusterDNS = strings.Split(*clusterDNS, ",")
+	} else if cfg.ClusterDNS, err = discoverClusterDNS(rc); err != nil {
+		return err
+	}
+	if cfg.ClusterDNS == nil {
+		logger.Warn("no cluster DNS (no --cluster-dns, no Service kube-system/kube-dns): ClusterFirst pods get the node's resolv.conf")
+	}
 	if cfg.PrivateDirs, err = nodeagent.ParsePrivateDirs(*privateDirs); err != nil {
 		return err
 	}
@@ -122,4 +142,32 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+func readResolvConf(path string) (nodeagent.DNSConf, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nodeagent.DNSConf{}, fmt.Errorf("--resolv-conf: %w", err)
+	}
+	defer f.Close()
+	return nodeagent.ParseResolvConf(f)
+}
+
+// discoverClusterDNS is the cluster IP of kube-system/kube-dns, which the stack's service-proxy
+// makes; none when the stack has no such Service.
+func discoverClusterDNS(rc *rest.Config) ([]string, error) {
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	svc, err := kube.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find the cluster DNS: %w", err)
+	}
+	return []string{svc.Spec.ClusterIP}, nil
 }

@@ -100,7 +100,7 @@ func TestValuesReachTheObjects(t *testing.T) {
 		t.Errorf("node placement not applied: %v %v", spec.NodeSelector, spec.Tolerations)
 	}
 	op := container(t, spec, "virt-operator")
-	for _, want := range []string{"--zap-log-level=debug", "--zap-encoder=console", "--image-prefix=registry.example.org/virt/",
+	for _, want := range []string{"--log-level=debug", "--log-format=text", "--image-prefix=registry.example.org/virt/",
 		"--image-tag=v0.2.0", "--image-pull-policy=Always", "--rewriter-image=registry.example.org/virt/kube-api-rewriter:v0.2.0",
 		"--container-disk-store=/srv/d8v/container-disks"} {
 		if !slices.Contains(op.Args, want) {

@@ -88,7 +88,7 @@ func TestServiceMonitorsScrapeKubeRBACProxies(t *testing.T) {
 			names = append(names, o.GetName())
 		}
 		slices.Sort(names)
-		if want := []string{"dvcr", "virt-api", "virt-controller", "virt-handler", "virt-operator", "virtualization-controller"}; !slices.Equal(names, want) {
+		if want := []string{"dvcr", "virt-api", "virt-controller", "virt-handler", "virt-operator", "virtualization-api", "virtualization-controller"}; !slices.Equal(names, want) {
 			t.Errorf("%s: ServiceMonitors %v, want one each of %v", render, names, want)
 		}
 		for _, o := range sms {

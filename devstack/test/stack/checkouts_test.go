@@ -22,8 +22,8 @@ import (
 	"github.com/d8virt/devstack/testenv"
 )
 
-// checkout stands for one clone of the repository: its own bin/ with devcluster, node-agent and
-// local-provisioner (the stack starts it right after the control plane).
+// checkout stands for one clone of the repository: its own bin/ with devcluster, node-agent,
+// service-proxy and local-provisioner (the stack starts them right after the control plane).
 type checkout struct {
 	t     *testing.T
 	bin   string
@@ -69,7 +69,7 @@ func TestTwoCheckoutsOneStack(t *testing.T) {
 	a := checkout{t: t, bin: filepath.Join(root, "a", "bin"), state: state, base: base}
 	b := checkout{t: t, bin: filepath.Join(root, "b", "bin"), state: state, base: base}
 	for _, c := range []checkout{a, b} {
-		build := exec.Command("go", "build", "-o", c.bin+"/", "./devstack/cmd/devcluster", "./devstack/cmd/node-agent", "./devstack/cmd/local-provisioner")
+		build := exec.Command("go", "build", "-o", c.bin+"/", "./devstack/cmd/devcluster", "./devstack/cmd/node-agent", "./devstack/cmd/local-provisioner", "./devstack/cmd/service-proxy")
 		build.Dir = repo
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build into %s: %v\n%s", c.bin, err, out)

@@ -1,18 +1,19 @@
-// Command virtualization-api serves the subresources of the virtualization.deckhouse.io kinds.
+// Command virtualization-api serves the subresources of the virtualization.deckhouse.io
+// VirtualMachines (docs/virtualization-api.md).
 package main
 
 import (
-	"flag"
-	"fmt"
 	"os"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/d8virt/virtualization-api/app"
 )
 
 func main() {
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "virtualization-api: serves the subresources of the virtualization.deckhouse.io kinds\n\nUsage: virtualization-api [flags]\n")
-		flag.PrintDefaults()
+	cmd := app.NewCommand()
+	cmd.SetContext(genericapiserver.SetupSignalContext())
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
 	}
-	flag.Parse()
-	fmt.Fprintln(os.Stderr, "virtualization-api: not implemented yet")
-	os.Exit(2)
 }

@@ -1,0 +1,41 @@
+package svcproxy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/d8virt/devstack/controlplane"
+)
+
+// Daemon is the service proxy's name among a stack's daemons (record, log).
+const Daemon = "service-proxy"
+
+// StackComponent runs bin (service-proxy) as a daemon of the stack with the admin's credentials,
+// for the stack's Service range and cluster DNS address; it is ready once the cluster DNS
+// resolves the apiserver's Service.
+func StackComponent(s *controlplane.Stack, bin string) controlplane.Component {
+	cfg := s.Config()
+	dnsAddr := netip.AddrPortFrom(cfg.ClusterDNSIP(), 53).String()
+	name := "kubernetes.default.svc." + controlplane.ClusterDomain + "."
+	return controlplane.Component{
+		Name: Daemon,
+		Bin:  bin,
+		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--service-cidr", cfg.ServicePrefix().String(),
+			"--cluster-dns", cfg.ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
+		Ready: func(ctx context.Context) error {
+			c := &dns.Client{Timeout: time.Second}
+			r, _, err := c.ExchangeContext(ctx, new(dns.Msg).SetQuestion(name, dns.TypeA), dnsAddr)
+			if err != nil {
+				return fmt.Errorf("cluster DNS %s: %w", dnsAddr, err)
+			}
+			if len(r.Answer) == 0 {
+				return fmt.Errorf("cluster DNS %s: no address for %s yet (%s)", dnsAddr, name, dns.RcodeToString[r.Rcode])
+			}
+			return nil
+		},
+	}
+}

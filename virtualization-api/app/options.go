@@ -1,0 +1,100 @@
+// Package app is virtualization-api's command: its options and the server they build.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+)
+
+// Options are the command's flags.
+type Options struct {
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Authentication *genericoptions.DelegatingAuthenticationOptions
+	Authorization  *genericoptions.DelegatingAuthorizationOptions
+
+	// Kubeconfig is the identity virtualization-api reads VMs and calls the core's virt-api
+	// with; empty means the Pod's ServiceAccount.
+	Kubeconfig string
+	// MetricsBindAddress serves /metrics in plain HTTP (behind kube-rbac-proxy in the chart).
+	MetricsBindAddress string
+	// PingInterval is the keep-alive of each leg of a stream; CloseGrace how long the second
+	// side of a stream has to answer a close.
+	PingInterval time.Duration
+	CloseGrace   time.Duration
+	// LogLevel (debug, info, warn, error) and LogFormat (json, text) of the log.
+	LogLevel  string
+	LogFormat string
+}
+
+// NewOptions are the defaults: the serving port 8443 with a certificate from
+// --tls-cert-file/--tls-private-key-file (a self-signed one in --cert-dir otherwise), the
+// cluster's authentication and authorization, health probes open to all.
+func NewOptions() *Options {
+	o := &Options{
+		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication:     genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:      genericoptions.NewDelegatingAuthorizationOptions(),
+		MetricsBindAddress: "127.0.0.1:8080",
+		PingInterval:       30 * time.Second,
+		CloseGrace:         5 * time.Second,
+		LogLevel:           "info",
+		LogFormat:          "json",
+	}
+	o.SecureServing.BindPort = 8443
+	o.SecureServing.ServerCert.CertDirectory = "/tmp/virtualization-api"
+	o.SecureServing.ServerCert.PairName = "virtualization-api"
+	o.Authorization.AlwaysAllowPaths = []string{"/healthz", "/readyz", "/livez"}
+	return o
+}
+
+// AddFlags adds the flags to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.SecureServing.AddFlags(fs)
+	o.Authentication.AddFlags(fs)
+	o.Authorization.AddFlags(fs)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of virtualization-api's own identity (reads VMs, calls the core's virt-api); empty means the Pod's ServiceAccount")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of the plain-HTTP /metrics listener (kube-rbac-proxy's upstream)")
+	fs.DurationVar(&o.PingInterval, "stream-ping-interval", o.PingInterval, "keep-alive ping interval of each leg of a stream; three unanswered ones end it")
+	fs.DurationVar(&o.CloseGrace, "stream-close-grace", o.CloseGrace, "how long the second side of a stream has to answer a close passed on to it")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
+}
+
+// Validate checks the options; the error names every bad flag.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
+	if _, _, err := net.SplitHostPort(o.MetricsBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--metrics-bind-address %q: want host:port: %w", o.MetricsBindAddress, err))
+	}
+	if o.PingInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--stream-ping-interval %s: must be positive", o.PingInterval))
+	}
+	if o.CloseGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--stream-close-grace %s: must be positive", o.CloseGrace))
+	}
+	if _, err := parseLevel(o.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.LogFormat != "json" && o.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", o.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	switch s {
+	case "debug", "info", "warn", "error":
+		return l, l.UnmarshalText([]byte(s))
+	}
+	return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+}

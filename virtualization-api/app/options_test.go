@@ -1,0 +1,60 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(*Options) bool
+		err   string // a part of the error; empty: valid
+	}{
+		{"defaults", nil, func(o *Options) bool {
+			return o.SecureServing.BindPort == 8443 && o.MetricsBindAddress == "127.0.0.1:8080" &&
+				o.PingInterval == 30*time.Second && o.LogFormat == "json" && o.Kubeconfig == ""
+		}, ""},
+		{"chart's flags", []string{"--secure-port=8443", "--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key",
+			"--metrics-bind-address=127.0.0.1:9090", "--stream-ping-interval=10s", "--log-format=text", "--log-level=debug"},
+			func(o *Options) bool {
+				return o.SecureServing.ServerCert.CertKey.CertFile == "/etc/tls/tls.crt" && o.MetricsBindAddress == "127.0.0.1:9090" &&
+					o.PingInterval == 10*time.Second && o.LogFormat == "text" && o.LogLevel == "debug"
+			}, ""},
+		{"health open to all", nil, func(o *Options) bool {
+			return strings.Join(o.Authorization.AlwaysAllowPaths, ",") == "/healthz,/readyz,/livez"
+		}, ""},
+		{"bad metrics address", []string{"--metrics-bind-address=8080"}, nil, `--metrics-bind-address "8080": want host:port`},
+		{"zero ping", []string{"--stream-ping-interval=0s"}, nil, "--stream-ping-interval 0s: must be positive"},
+		{"negative grace", []string{"--stream-close-grace=-1s"}, nil, "--stream-close-grace -1s: must be positive"},
+		{"bad level", []string{"--log-level=loud"}, nil, `--log-level "loud": want debug, info, warn or error`},
+		{"bad format", []string{"--log-format=xml"}, nil, `--log-format "xml": want json or text`},
+		{"bad port", []string{"--secure-port=70000"}, nil, "--secure-port 70000 must be between 1 and 65535"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("valid options: %v", err)
+				}
+				if !tc.check(o) {
+					t.Errorf("options %+v", o)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
