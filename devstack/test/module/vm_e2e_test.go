@@ -91,7 +91,7 @@ spec:
 // checkVirtualMachine checks the VirtualMachine controller through the chart's
 // virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
 // (the internal VM is read back through the admin's renamed names): the default class fills the
-// VM's class, a disk not ready keeps the VM Pending, the internal VM appears with the VM's spec
+// VM's class, a disk not ready keeps the VM Pending, IPAM's address becomes the VM's and its Pod's, the internal VM appears with the VM's spec
 // once it is, AlwaysOff keeps it off, AlwaysOn boots the real guest (its console answers), a
 // change of cores waits for a restart, `kubectl get vm` shows the columns, a poweroff inside the
 // guest with AlwaysOn starts it again (with the new cores), with AlwaysOnUnlessStoppedManually it
@@ -165,6 +165,14 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Running", 3*time.Minute)
 	if got := get("vm/module-e2e", "{.status.nodeName}"); got != nodeName {
 		t.Errorf("nodeName %q", got)
+	}
+	// IPAM made the VM's address; the launcher Pod has it.
+	addr := get("vmip/module-e2e", "{.status.address}")
+	if got := get("vm/module-e2e", "{.status.ipAddress}"); addr == "" || got != addr {
+		t.Errorf("status.ipAddress %q, the VirtualMachineIPAddress's %q", got, addr)
+	}
+	if got := get("internalvirtualizationvirtualmachineinstances/module-e2e", "{.status.interfaces[0].ipAddress}"); got != addr {
+		t.Errorf("the VMI's address %q, want the VirtualMachineIPAddress's %q", got, addr)
 	}
 	if got := get("vm/module-e2e", "{.status.resources.cpu.coreFraction}"); got != "50%" {
 		t.Errorf("resources.cpu.coreFraction %q", got)
