@@ -118,6 +118,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if internal != nil && !metav1.IsControlledBy(internal, vm) {
+		// A kubevirt.io VM of that name that this VM does not own (made directly, or by an older
+		// VM of the name): never taken over.
+		r.event(vm, Event{Type: corev1.EventTypeWarning, Reason: string(vmcondition.ReasonInternalVirtualMachineError),
+			Note: fmt.Sprintf("an internal VM %s exists that this VirtualMachine does not own", internal.Name)})
+		return ctrl.Result{}, nil
+	}
 	if vm.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.cleanup(ctx, vm, internal, vmi)
 	}

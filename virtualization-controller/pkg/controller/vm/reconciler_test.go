@@ -176,7 +176,9 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 func TestReconcileDeletion(t *testing.T) {
 	vm := reconcilerVM()
 	vm.Finalizers = []string{Finalizer}
-	kv := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	vm.UID = "u1"
+	kv := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, v1alpha2.SchemeGroupVersion.WithKind("VirtualMachine"))}}}
 	w := newWorld(t, vm, kv)
 	if err := w.c.Delete(context.Background(), vm); err != nil {
 		t.Fatal(err)
@@ -228,5 +230,17 @@ func TestSecretProblem(t *testing.T) {
 		if got := SecretProblem("ci", tc.s); (got != "") != tc.want {
 			t.Errorf("case %d: %q", i, got)
 		}
+	}
+}
+
+// An internal VM of the name that the VM does not own is left alone.
+func TestReconcileLeavesAForeignInternalVM(t *testing.T) {
+	vm := reconcilerVM()
+	vm.UID = "mine"
+	foreign := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"x": "y"}}}
+	w := newWorld(t, vm, defaultClass(), foreign)
+	w.reconcile()
+	if got := w.internal(); got.Spec.Template != nil || got.Labels["x"] != "y" {
+		t.Errorf("the foreign internal VM was changed: %+v", got)
 	}
 }
