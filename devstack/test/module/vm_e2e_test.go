@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d8virt/devstack/guest/guesttest"
 )
 
 // vmManifest: a default class, a VirtualDisk over a claim the test makes (on a hostPath volume
@@ -89,7 +91,7 @@ spec:
 // checkVirtualMachine checks the VirtualMachine controller through the chart's
 // virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
 // (the internal VM is read back through the admin's renamed names): the default class fills the
-// VM's class, a disk not ready keeps the VM Pending, the internal VM appears with the VM's spec
+// VM's class, a disk not ready keeps the VM Pending, IPAM's address becomes the VM's and its Pod's, the internal VM appears with the VM's spec
 // once it is, AlwaysOff keeps it off, AlwaysOn boots the real guest (its console answers), a
 // change of cores waits for a restart, `kubectl get vm` shows the columns, a poweroff inside the
 // guest with AlwaysOn starts it again (with the new cores), with AlwaysOnUnlessStoppedManually it
@@ -164,6 +166,14 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	if got := get("vm/module-e2e", "{.status.nodeName}"); got != nodeName {
 		t.Errorf("nodeName %q", got)
 	}
+	// IPAM made the VM's address; the launcher Pod has it.
+	addr := get("vmip/module-e2e", "{.status.address}")
+	if got := get("vm/module-e2e", "{.status.ipAddress}"); addr == "" || got != addr {
+		t.Errorf("status.ipAddress %q, the VirtualMachineIPAddress's %q", got, addr)
+	}
+	if got := get("internalvirtualizationvirtualmachineinstances/module-e2e", "{.status.interfaces[0].ipAddress}"); got != addr {
+		t.Errorf("the VMI's address %q, want the VirtualMachineIPAddress's %q", got, addr)
+	}
 	if got := get("vm/module-e2e", "{.status.resources.cpu.coreFraction}"); got != "50%" {
 		t.Errorf("resources.cpu.coreFraction %q", got)
 	}
@@ -194,10 +204,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Log("AlwaysOn: a poweroff inside the guest starts it again, with the new cores")
 	vmi := "internalvirtualizationvirtualmachineinstances/module-e2e"
 	uid := get(vmi, "{.metadata.uid}")
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, con)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		now := st.kubectl(t, kc, "-n", "default", "get", vmi, "--ignore-not-found", "-o", "jsonpath={.metadata.uid} {.status.phase}")
@@ -216,24 +223,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 
 	t.Log("AlwaysOnUnlessStoppedManually: a poweroff inside the guest leaves it Stopped")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOnUnlessStoppedManually"}}`)
-	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
-	answer := regexp.MustCompile(`answer-42`)
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted guest does not answer\nconsole so far:\n%s", con)
-		}
-	}
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, openConsole(t, ctx, st.kubevirt, "module-e2e"))
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", 2*time.Minute)
 	time.Sleep(5 * time.Second)
 	if got := get("vm/module-e2e", "{.status.phase}"); got != "Stopped" {
@@ -250,4 +240,30 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		}
 	}
 	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
+}
+
+// powerOff waits for the guest's shell to answer on its console, types poweroff, and waits for the
+// guest's shutdown mark before it closes the console.
+func powerOff(t *testing.T, con *guesttest.Console) {
+	t.Helper()
+	defer func() { _ = con.Close() }()
+	answer := regexp.MustCompile(`answer-42`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest's shell does not answer\nconsole so far:\n%s", con)
+		}
+	}
+	if err := con.Write("poweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := con.WaitFor(regexp.MustCompile(`D8V-GUEST-SHUTDOWN`), time.Minute); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
 }
