@@ -58,6 +58,11 @@ func serveGuestFiles(t *testing.T, ctx context.Context) guestFiles {
 	return g
 }
 
+// httpSource is an HTTP dataSource (YAML under `dataSource:`) for file with checksum (sha256).
+func (g guestFiles) httpSource(file, checksum string) string {
+	return fmt.Sprintf("\n    type: HTTP\n    http:\n      url: %s/%s\n      checksum:\n        sha256: \"%s\"", g.url, file, checksum)
+}
+
 func (g guestFiles) sha256(file string) string {
 	s := sha256.Sum256(g.files[file])
 	return hex.EncodeToString(s[:])
@@ -80,9 +85,6 @@ func checkImageImports(t *testing.T, ctx context.Context, st *stack) {
 		t.Fatal(err)
 	}
 	dvcrHost := "dvcr." + module.Namespace + ".svc"
-	httpSource := func(file, checksum string) string {
-		return fmt.Sprintf("\n    type: HTTP\n    http:\n      url: %s/%s\n      checksum:\n        sha256: \"%s\"", g.url, file, checksum)
-	}
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata: {name: dvcr-creds, namespace: %[1]s}
@@ -96,12 +98,12 @@ data:
 	vi := func(n, source string) {
 		manifest += fmt.Sprintf("---\napiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualImage\nmetadata: {name: %s, namespace: %s}\nspec:\n  storage: ContainerRegistry\n  dataSource:%s\n", n, imagesNamespace, source)
 	}
-	cvi("e2e-qcow2", httpSource("disk.qcow2", g.sha256("disk.qcow2")))
-	cvi("e2e-gz", httpSource("disk.qcow2.gz", g.sha256("disk.qcow2.gz")))
-	cvi("e2e-wrong-sum", httpSource("disk.qcow2", strings.Repeat("0", 64)))
-	cvi("e2e-404", httpSource("missing.qcow2", strings.Repeat("0", 64)))
-	cvi("e2e-html", httpSource("index.html", g.sha256("index.html")))
-	vi("e2e-iso", httpSource("cidata.iso", g.sha256("cidata.iso")))
+	cvi("e2e-qcow2", g.httpSource("disk.qcow2", g.sha256("disk.qcow2")))
+	cvi("e2e-gz", g.httpSource("disk.qcow2.gz", g.sha256("disk.qcow2.gz")))
+	cvi("e2e-wrong-sum", g.httpSource("disk.qcow2", strings.Repeat("0", 64)))
+	cvi("e2e-404", g.httpSource("missing.qcow2", strings.Repeat("0", 64)))
+	cvi("e2e-html", g.httpSource("index.html", g.sha256("index.html")))
+	vi("e2e-iso", g.httpSource("cidata.iso", g.sha256("cidata.iso")))
 	vi("e2e-from-cvi", "\n    type: ObjectRef\n    objectRef: {kind: ClusterVirtualImage, name: e2e-qcow2}")
 	vi("e2e-upload", "\n    type: Upload")
 	// The images go while the controller runs: it removes their finalizers.

@@ -2,8 +2,8 @@ package module
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,10 +13,9 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 )
 
-// vmManifest: a default class, a VirtualDisk over a claim the test makes (on a hostPath volume
-// whose directory holds the tiny guest as a raw disk.img: this stack has no provisioner, and the
-// disk controller that would import it is not merged yet), and a friendly VM that names no class,
-// with runPolicy AlwaysOff and inline cloud-init. VOLUME_DIR is the volume's directory.
+// vmManifest: a default class, a VirtualDisk made from the ClusterVirtualImage module-e2e-root
+// (created later by the test: until then the disk waits for its source), and a friendly VM that
+// names no class, with runPolicy AlwaysOff and inline cloud-init.
 const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
 kind: VirtualMachineClass
 metadata:
@@ -27,35 +26,6 @@ spec:
   cpu:
     type: Host
 ---
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: module-e2e-root
-spec:
-  capacity:
-    storage: 64Mi
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath:
-    path: VOLUME_DIR
-  claimRef:
-    namespace: default
-    name: module-e2e-root
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: module-e2e-root
-  namespace: default
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: ""
-  volumeName: module-e2e-root
-  resources:
-    requests:
-      storage: 64Mi
----
 apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualDisk
 metadata:
@@ -64,6 +34,9 @@ metadata:
 spec:
   persistentVolumeClaim:
     size: 64Mi
+  dataSource:
+    type: ObjectRef
+    objectRef: {kind: ClusterVirtualImage, name: module-e2e-root}
 ---
 apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualMachine
@@ -101,12 +74,8 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Helper()
 	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
 	kc := st.s.KubeconfigPath()
-	volume := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", st.guestDisk, filepath.Join(volume, "disk.img")).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img convert: %v\n%s", err, out)
-	}
 	manifest := filepath.Join(t.TempDir(), "vm.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.ReplaceAll(vmManifest, "VOLUME_DIR", volume)), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(vmManifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st.kubectl(t, kc, "apply", "-f", manifest)
@@ -132,9 +101,19 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		t.Errorf("an internal VM before its disk is ready: %s", out)
 	}
 
-	// The disk controller is not on this branch yet: mark the disk Ready on its claim.
-	st.kubectl(t, kc, "-n", "default", "patch", "vd/module-e2e-root", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"phase":"Ready","capacity":"64Mi","target":{"persistentVolumeClaimName":"module-e2e-root"}}}`)
+	t.Log("the ClusterVirtualImage the disk is made from is imported over HTTP, then the disk from it")
+	g := serveGuestFiles(t, ctx)
+	image := fmt.Sprintf("apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: ClusterVirtualImage\nmetadata: {name: module-e2e-root}\nspec:\n  dataSource:%s\n",
+		g.httpSource("disk.qcow2", g.sha256("disk.qcow2")))
+	imageFile := filepath.Join(t.TempDir(), "cvi.yaml")
+	if err := os.WriteFile(imageFile, []byte(image), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.kubectl(t, kc, "apply", "-f", imageFile)
+	defer st.kubectl(t, kc, "delete", "-f", imageFile, "--ignore-not-found", "--timeout=120s")
+	wait("cvi/module-e2e-root", "jsonpath={.status.phase}=Ready", 3*time.Minute)
+	wait("vd/module-e2e-root", "jsonpath={.status.phase}=Ready", 3*time.Minute)
+	claim := get("vd/module-e2e-root", "{.status.target.persistentVolumeClaimName}")
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", time.Minute)
 	internal := "internalvirtualizationvirtualmachines/module-e2e"
 	checks := map[string]string{
@@ -144,7 +123,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		"{.spec.template.spec.domain.resources.requests.cpu}":                                   "500m",
 		"{.spec.template.spec.domain.resources.limits.cpu}":                                     "1",
 		"{.spec.template.spec.domain.memory.guest}":                                             "128Mi",
-		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      "module-e2e-root",
+		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      claim,
 		"{.spec.template.spec.domain.devices.disks[0].bootOrder}":                               "1",
 		"{.spec.template.spec.domain.cpu.model}":                                                "host-model",
 		"{.spec.template.spec.networks[0].name}":                                                "default",
