@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/imagepull"
 	"github.com/d8virt/devstack/localnet"
 )
 
@@ -122,6 +123,9 @@ type Config struct {
 	ClusterDomain string
 	// NodeDNS is the node's resolv.conf (kubelet's --resolv-conf) for Default pods.
 	NodeDNS DNSConf
+	// Registries are the registries whose images are pulled (with their TLS trust) into
+	// <root>/images; every other image runs as a program of BinDir (see ResolveExecutable).
+	Registries imagepull.Hosts
 	Logger  *slog.Logger
 }
 
@@ -255,8 +259,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	puller, err := imagepull.New(filepath.Join(cfg.RootDir, "images"), cfg.Registries)
+	if err != nil {
+		return err
+	}
 	p := &Provider{
-		cfg: &cfg, log: lg, kube: kube, layout: Layout{Root: cfg.RootDir}, net: cfg.Net,
+		cfg: &cfg, log: lg, kube: kube, layout: Layout{Root: cfg.RootDir}, net: cfg.Net, puller: puller,
 		hostIP: cfg.Net.GatewayIP().String(), apiHost: apiHost, apiPort: apiPort, caCert: ca, ctx: ctx,
 		byUID: map[types.UID]*podRuntime{}, byName: map[string]types.UID{},
 	}
