@@ -126,7 +126,7 @@ type Config struct {
 	// Registries are the registries whose images are pulled (with their TLS trust) into
 	// <root>/images; every other image runs as a program of BinDir (see ResolveExecutable).
 	Registries imagepull.Hosts
-	Logger  *slog.Logger
+	Logger     *slog.Logger
 }
 
 func (c *Config) allocatable() corev1.ResourceList {
