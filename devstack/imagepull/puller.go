@@ -33,9 +33,13 @@ type Host struct {
 // Hosts are the registries the node pulls from, by host[:port] as image references name them.
 type Hosts map[string]Host
 
-// LoadHosts reads a JSON object of Hosts, such as {"10.213.0.1:5000": {"ca": "/etc/dvcr/ca.crt"}}.
+// LoadHosts reads a JSON object of Hosts, such as {"10.213.0.1:5000": {"ca": "/etc/dvcr/ca.crt"}};
+// a file that does not exist (yet) names no registry.
 func LoadHosts(path string) (Hosts, error) {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Hosts{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("registry hosts: %w", err)
 	}
@@ -55,37 +59,41 @@ type Image struct {
 // Puller pulls images of its hosts into dir: <dir>/<algorithm>-<hex>/ holds one image's root
 // file system, <dir>/refs/<path-escaped reference> the digest the reference was last pulled as.
 type Puller struct {
-	dir        string
-	hosts      Hosts
-	transports map[string]http.RoundTripper
+	dir   string
+	hosts func() (Hosts, error)
+	dial  DialFunc
 }
 
-// New returns a puller for hosts that caches into dir.
-func New(dir string, hosts Hosts) (*Puller, error) {
-	p := &Puller{dir: dir, hosts: hosts, transports: map[string]http.RoundTripper{}}
-	for host, h := range hosts {
-		if h.CA == "" {
-			continue
-		}
-		pem, err := os.ReadFile(h.CA)
-		if err != nil {
-			return nil, fmt.Errorf("CA of registry %s: %w", host, err)
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA of registry %s: %s holds no PEM certificate", host, h.CA)
-		}
-		t := remote.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		p.transports[host] = t
-	}
+// New returns a puller that caches into dir, asks hosts for the registries at every pull (so a
+// node learns a registry that is set up after it started) and connects with dial.
+func New(dir string, hosts func() (Hosts, error), dial DialFunc) (*Puller, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "refs"), 0o755); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	return p, nil
+	return &Puller{dir: dir, hosts: hosts, dial: dial}, nil
+}
+
+// Transport is how a client reaches a registry of h: with dial, trusting h's CA besides the
+// system's roots.
+func Transport(h Host, dial DialFunc) (http.RoundTripper, error) {
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = dial
+	if h.CA == "" {
+		return t, nil
+	}
+	pem, err := os.ReadFile(h.CA)
+	if err != nil {
+		return nil, fmt.Errorf("registry CA: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("registry CA: %s holds no PEM certificate", h.CA)
+	}
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
 }
 
 // Registry is the host[:port] an image reference names, or an error for a malformed one.
@@ -98,13 +106,17 @@ func Registry(image string) (string, error) {
 }
 
 // Handles tells whether image lives on one of the puller's registries.
-func (p *Puller) Handles(image string) bool {
+func (p *Puller) Handles(image string) (bool, error) {
 	reg, err := Registry(image)
 	if err != nil {
-		return false
+		return false, nil // not a registry reference: a program of the node
 	}
-	_, ok := p.hosts[reg]
-	return ok
+	hosts, err := p.hosts()
+	if err != nil {
+		return false, err
+	}
+	_, ok := hosts[reg]
+	return ok, nil
 }
 
 // Cached returns the image a reference was last pulled as, if its root file system is there.
@@ -137,19 +149,24 @@ func (p *Puller) Pull(ctx context.Context, image string, auth authn.Authenticato
 	if err != nil {
 		return Image{}, err
 	}
+	hosts, err := p.hosts()
+	if err != nil {
+		return Image{}, err
+	}
+	host := hosts[reg]
 	var nameOpts []name.Option
-	if p.hosts[reg].PlainHTTP {
+	if host.PlainHTTP {
 		nameOpts = append(nameOpts, name.Insecure)
 	}
 	ref, err := name.ParseReference(image, nameOpts...)
 	if err != nil {
 		return Image{}, fmt.Errorf("image %q: %w", image, err)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth)}
-	if t, ok := p.transports[reg]; ok {
-		opts = append(opts, remote.WithTransport(t))
+	t, err := Transport(host, p.dial)
+	if err != nil {
+		return Image{}, fmt.Errorf("registry %s: %w", reg, err)
 	}
-	img, err := remote.Image(ref, opts...)
+	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(t))
 	if err != nil {
 		return Image{}, fmt.Errorf("pull %s: %w", image, err)
 	}

@@ -33,7 +33,12 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 		r.event(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %s", err))
 	}
 	c.pull.rootfs, c.pull.digest = "", ""
-	if r.p.puller.Handles(spec.Image) {
+	pulled, err := r.p.puller.Handles(spec.Image)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if pulled {
 		img, err := r.pullImage(ctx, pod, spec)
 		if err != nil {
 			c.pull.err, c.pull.never = err.Error(), errors.Is(err, imagepull.ErrNeverPull)

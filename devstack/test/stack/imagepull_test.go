@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
@@ -16,14 +15,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/d8virt/devstack/dvcr"
+	"github.com/d8virt/devstack/imagepull"
 	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 )
@@ -62,17 +59,7 @@ func TestImagePull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var layerTar bytes.Buffer
-	tw := tar.NewWriter(&layerTar)
-	_ = tw.WriteHeader(&tar.Header{Name: "disk/", Typeflag: tar.TypeDir, Mode: 0o555})
-	_ = tw.WriteHeader(&tar.Header{Name: "disk/disk.qcow2", Typeflag: tar.TypeReg, Mode: 0o444, Size: int64(len(diskBytes))})
-	_, _ = tw.Write(diskBytes)
-	_ = tw.Close()
-	layer, err := tarball.LayerFromReader(bytes.NewReader(layerTar.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	img, err := imagepull.ContainerDiskImage(disk)
 	if err != nil {
 		t.Fatal(err)
 	}
