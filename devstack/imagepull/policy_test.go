@@ -140,3 +140,28 @@ func TestUntar(t *testing.T) {
 		t.Error("the entry landed outside")
 	}
 }
+
+// FuzzUntar feeds arbitrary streams: whatever Untar accepts stays inside its directory.
+func FuzzUntar(f *testing.F) {
+	f.Add([]byte{})
+	var seed bytes.Buffer
+	tw := tar.NewWriter(&seed)
+	_ = tw.WriteHeader(&tar.Header{Name: "a/../../b", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
+	_, _ = tw.Write([]byte("x"))
+	_ = tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/"})
+	_ = tw.WriteHeader(&tar.Header{Name: "l/c", Typeflag: tar.TypeReg, Mode: 0o644})
+	_ = tw.Close()
+	f.Add(seed.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "root")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = Untar(bytes.NewReader(data), dir)
+		entries, err := os.ReadDir(parent)
+		if err != nil || len(entries) != 1 {
+			t.Errorf("Untar wrote beside its directory: %v %v", entries, err)
+		}
+	})
+}

@@ -30,6 +30,7 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/svcproxy"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -72,7 +73,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-		"./devstack/cmd/node-agent")
+		"./devstack/cmd/node-agent", "./devstack/cmd/service-proxy")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -95,6 +96,8 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Services and the cluster DNS, as devcluster up runs them: the importer pushes to DVCR by name.
+	s.AddComponents(svcproxy.StackComponent(s, filepath.Join(bin, svcproxy.Daemon)))
 	root := filepath.Join(s.Config().StateDir, "nodes", nodeName)
 	t.Cleanup(func() {
 		if t.Failed() {
