@@ -63,6 +63,7 @@ run: build cluster-up ## Start the local stack with a node, install the module f
 	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
 	echo "Waiting for the example VM to run (it boots under TCG)..."; \
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module wait-vm -timeout 5m demo; \
+	prom=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) prometheus up | tail -1); \
 	kubectl --kubeconfig "$$kv" get vm,vmi -o wide; \
 	echo; echo "The stack is up: helm release virtualization (charts/virtualization) in namespace d8-virtualization,"; \
 	echo "virt-operator installed virt-api, virt-controller and virt-handler, each Pod under its own ServiceAccount"; \
@@ -75,6 +76,8 @@ run: build cluster-up ## Start the local stack with a node, install the module f
 	echo "What the cluster really holds:"; \
 	echo "  kubectl --kubeconfig $$kc get intvirt,pods -A"; \
 	echo "  helm --kubeconfig $$kc -n d8-virtualization status virtualization"; \
+	echo "Prometheus scrapes every component through kube-rbac-proxy: $$prom"; \
+	echo "  curl -s '$$prom/api/v1/query?query=kubevirt_vmi_phase_count'"; \
 	echo "  make cluster-down   # to stop it all"
 
 .PHONY: console

@@ -41,7 +41,15 @@ type Net struct {
 	Bridge   string
 	Subnet   netip.Prefix
 	StateDir string
+	// Requested is the part of Subnet handed out only on request (AddHostAt), never by
+	// AddHost: the addresses a CNI gives pods that ask for one, such as the virtual machines'
+	// virtualMachineCIDRs. The last quarter of Subnet unless D8V_REQUESTED_SUBNET says otherwise
+	// (10.213.0.192/26 by default).
+	Requested netip.Prefix
 }
+
+// ErrAddrTaken is the error of a requested address another host holds.
+var ErrAddrTaken = errors.New("the address is taken")
 
 // Default returns the network described by the D8V_BRIDGE, D8V_SUBNET and D8V_NET_STATE
 // environment variables, or by the defaults.
@@ -55,7 +63,32 @@ func Default() (Net, error) {
 		return Net{}, fmt.Errorf("subnet %s: want an IPv4 prefix of /30 or larger", p)
 	}
 	n.Subnet = p.Masked()
+	n.Requested = netip.PrefixFrom(lastAddr(n.Subnet), min(n.Subnet.Bits()+2, 32)).Masked()
+	if v := os.Getenv("D8V_REQUESTED_SUBNET"); v != "" {
+		r, err := netip.ParsePrefix(v)
+		if err != nil {
+			return Net{}, fmt.Errorf("parse D8V_REQUESTED_SUBNET: %w", err)
+		}
+		if !n.Subnet.Contains(r.Addr()) || r.Bits() < n.Subnet.Bits() {
+			return Net{}, fmt.Errorf("D8V_REQUESTED_SUBNET %s is not inside %s", r, n.Subnet)
+		}
+		n.Requested = r.Masked()
+	}
 	return n, nil
+}
+
+// lastAddr is the last (broadcast) address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Addr().As4()
+	bits := p.Bits()
+	for i := range 4 {
+		for b := range 8 {
+			if i*8+b >= bits {
+				a[i] |= 0x80 >> b
+			}
+		}
+	}
+	return netip.AddrFrom4(a)
 }
 
 func envOr(key, def string) string {
@@ -92,8 +125,14 @@ type Host struct {
 	IP    netip.Addr
 }
 
-// AddHost creates the namespace for name with a free address, or returns the one that exists.
-func (n Net) AddHost(name string) (Host, error) {
+// AddHost creates the namespace for name with a free address (outside Requested), or returns
+// the one that exists.
+func (n Net) AddHost(name string) (Host, error) { return n.AddHostAt(name, netip.Addr{}) }
+
+// AddHostAt is AddHost with the address want, when valid: it must be a host address of Subnet
+// that no other host holds (ErrAddrTaken), as a CNI's requested address. A host of that name
+// that exists keeps its address.
+func (n Net) AddHostAt(name string, want netip.Addr) (Host, error) {
 	if err := n.Ensure(); err != nil {
 		return Host{}, err
 	}
@@ -107,6 +146,9 @@ func (n Net) AddHost(name string) (Host, error) {
 		return h, nil
 	}
 	addr, err := n.freeAddr()
+	if want.IsValid() {
+		addr, err = n.requestedAddr(name, want)
+	}
 	if err != nil {
 		return Host{}, err
 	}
@@ -212,20 +254,54 @@ func (n Net) host(name string) (Host, error) {
 	return Host{Name: name, NetNS: NetNSPrefix + name, IP: addr}, nil
 }
 
-func (n Net) freeAddr() (netip.Addr, error) {
+// taken is every address a host holds: recorded, or configured in a namespace of ours.
+func (n Net) taken() (map[netip.Addr]string, error) {
 	hosts, err := n.Hosts()
 	if err != nil {
-		return netip.Addr{}, err
+		return nil, err
 	}
-	taken, err := addrsInUse()
+	inUse, err := addrsInUse()
+	if err != nil {
+		return nil, err
+	}
+	taken := map[netip.Addr]string{}
+	for a := range inUse {
+		taken[a] = "a network namespace"
+	}
+	for _, h := range hosts {
+		taken[h.IP] = "host " + h.Name
+	}
+	return taken, nil
+}
+
+// requestedAddr checks that want may go to the host name.
+func (n Net) requestedAddr(name string, want netip.Addr) (netip.Addr, error) {
+	if !want.Is4() || !n.Subnet.Contains(want) || want == n.GatewayIP() || want == n.Subnet.Addr() || want == lastAddr(n.Subnet) {
+		return netip.Addr{}, fmt.Errorf("requested address %s: not a host address of the subnet %s", want, n.Subnet)
+	}
+	taken, err := n.taken()
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	if taken == nil {
-		taken = map[netip.Addr]bool{}
+	if holder, ok := taken[want]; ok && holder != "host "+name {
+		return netip.Addr{}, fmt.Errorf("requested address %s: %w by %s", want, ErrAddrTaken, holder)
 	}
-	for _, h := range hosts {
-		taken[h.IP] = true
+	return want, nil
+}
+
+func (n Net) freeAddr() (netip.Addr, error) {
+	held, err := n.taken()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	taken := make(map[netip.Addr]bool, len(held))
+	for a := range held {
+		taken[a] = true
+	}
+	if n.Requested.IsValid() {
+		for a := n.Requested.Addr(); n.Requested.Contains(a); a = a.Next() {
+			taken[a] = true
+		}
 	}
 	addr, err := nextAddr(n.Subnet, n.lastAddr(), taken)
 	if err != nil {

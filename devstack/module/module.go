@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/gomodule"
+	"github.com/d8virt/devstack/prometheus"
 )
 
 // The release as the local stack installs it, into the namespace docs/chart.md suggests.
@@ -85,7 +87,7 @@ func Install(ctx context.Context, o Options) error {
 		return err
 	}
 	chart := Chart(o.Repo)
-	if out, err := o.tool(ctx, "kubectl", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(chart, "crds")); err != nil {
+	if out, err := o.Tool(ctx, "kubectl", "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(chart, "crds")); err != nil {
 		return fmt.Errorf("apply the chart's CRDs: %w\n%s", err, out)
 	}
 	if err := ensureNamespace(ctx, kube); err != nil {
@@ -97,9 +99,30 @@ func Install(ctx context.Context, o Options) error {
 		args = append(args, "--set", s)
 	}
 	o.logf("helm %s", strings.Join(args, " "))
-	out, err := o.tool(ctx, "helm", args...)
+	out, err := o.Tool(ctx, "helm", args...)
 	if err != nil {
 		return fmt.Errorf("helm upgrade --install: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// InstallMonitoringCRDs applies prometheus-operator's ServiceMonitor and PrometheusRule CRDs, as
+// a platform with monitoring has them, so that the chart renders its ServiceMonitors.
+func InstallMonitoringCRDs(ctx context.Context, o Options) error {
+	dir, err := gomodule.Dir(ctx, prometheus.OperatorModule)
+	if err != nil {
+		return err
+	}
+	args := []string{"apply", "--server-side"}
+	for _, f := range prometheus.OperatorCRDFiles(dir) {
+		args = append(args, "-f", f)
+	}
+	if out, err := o.Tool(ctx, "kubectl", args...); err != nil {
+		return fmt.Errorf("monitoring CRDs: %w\n%s", err, out)
+	}
+	// helm renders the ServiceMonitors only when discovery serves their kind.
+	if out, err := o.Tool(ctx, "kubectl", "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+		return fmt.Errorf("monitoring CRDs: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -107,15 +130,15 @@ func Install(ctx context.Context, o Options) error {
 // Uninstall is helm uninstall: the KubeVirt resource, the components and the VMs stay
 // (docs/chart.md).
 func Uninstall(ctx context.Context, o Options) error {
-	out, err := o.tool(ctx, "helm", "uninstall", Release, "--namespace", Namespace, "--wait")
+	out, err := o.Tool(ctx, "helm", "uninstall", Release, "--namespace", Namespace, "--wait")
 	if err != nil {
 		return fmt.Errorf("helm uninstall: %w\n%s", err, out)
 	}
 	return nil
 }
 
-// tool runs kubectl or helm from the machine-wide cache as the stack's admin.
-func (o Options) tool(ctx context.Context, name string, args ...string) (string, error) {
+// Tool runs kubectl or helm from the machine-wide cache as the stack's admin.
+func (o Options) Tool(ctx context.Context, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(controlplane.BinDir(), name), append([]string{"--kubeconfig", o.Stack.KubeconfigPath()}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -155,8 +178,14 @@ func ensureNamespace(ctx context.Context, kube kubernetes.Interface) error {
 	return err
 }
 
+// KubeconfigPath is a kubeconfig for people: kubectl speaks kubevirt.io through the users'
+// rewriter (UsersRewriter); make console uses it.
+func KubeconfigPath(s *controlplane.Stack) string {
+	return filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
+}
+
 // UsersRewriter is a kube-api-rewriter for people on this machine, with the admin's credentials:
-// kubeconfig (core.KubeconfigPath, which make console uses) lets kubectl speak kubevirt.io. It
+// kubeconfig (KubeconfigPath) lets kubectl speak kubevirt.io. It
 // listens on 127.0.0.1:port (api) and port+1 (health).
 func UsersRewriter(s *controlplane.Stack, binDir, kubeconfig string, port int) (controlplane.Component, error) {
 	abs, err := filepath.Abs(binDir)

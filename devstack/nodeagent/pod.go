@@ -255,7 +255,11 @@ func (r *podRuntime) step(ctx context.Context) time.Time {
 			r.setupBackoff = min(max(2*r.setupBackoff, time.Second), 30*time.Second)
 			r.setupRetryAt = now.Add(r.setupBackoff)
 			r.log.Warn("pod sandbox not ready", "err", err, "retry", r.setupBackoff)
-			r.event(corev1.EventTypeWarning, "FailedMount", err.Error())
+			reason := "FailedMount"
+			if se := (*sandboxError)(nil); errors.As(err, &se) {
+				reason = se.reason
+			}
+			r.event(corev1.EventTypeWarning, reason, err.Error())
 			return r.setupRetryAt
 		}
 		r.setupErr, r.setupBackoff = "", 0

@@ -3,8 +3,12 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +21,34 @@ func (r *podRuntime) releaseSandbox() {
 			r.log.Warn("delete network namespace", "err", err)
 		}
 	}
+}
+
+// RequestedIPAnnotation is the Pod annotation whose IPv4 address the pod gets, as Cilium's
+// requested-address annotation (which the reference module puts on a VM's launcher Pod): the
+// node agent plays the CNI. A malformed address, one outside the local subnet or one another
+// host holds fails the sandbox (event FailedCreatePodSandBox), retried with back-off.
+const RequestedIPAnnotation = "cni.cilium.io/ipAddress"
+
+// sandboxError is a sandbox failure with the event reason it is reported under.
+type sandboxError struct {
+	reason string
+	err    error
+}
+
+func (e *sandboxError) Error() string { return e.err.Error() }
+func (e *sandboxError) Unwrap() error { return e.err }
+
+// requestedIP is the address pod asks for, invalid when it asks for none.
+func requestedIP(pod *corev1.Pod) (netip.Addr, error) {
+	v, ok := pod.Annotations[RequestedIPAnnotation]
+	if !ok {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, fmt.Errorf("annotation %s: %q is not an IPv4 address", RequestedIPAnnotation, v)
+	}
+	return a, nil
 }
 
 // NetHostName is the localnet host (network namespace d8v-<name>) of a pod: derived from its UID,
@@ -46,9 +78,13 @@ func (r *podRuntime) setupSandbox(ctx context.Context) error {
 		name := NetHostName(r.uid)
 		r.state.NetHost = name
 		r.saveState() // before the namespace exists, so a crash leaves nothing untracked
-		h, err := r.p.net.AddHost(name)
+		want, err := requestedIP(pod)
 		if err != nil {
-			return fmt.Errorf("network namespace: %w", err)
+			return &sandboxError{reason: "FailedCreatePodSandBox", err: err}
+		}
+		h, err := r.p.net.AddHostAt(name, want)
+		if err != nil {
+			return &sandboxError{reason: "FailedCreatePodSandBox", err: fmt.Errorf("network namespace: %w", err)}
 		}
 		r.state.PodIP = h.IP.String()
 	}

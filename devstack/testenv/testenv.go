@@ -60,12 +60,14 @@ type Env struct {
 
 var current *Env
 
-// Main runs the package's tests against a real control plane and exits with their status.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+// Main runs the package's tests against a real control plane and exits with their status. The
+// after functions run when the tests are done, before the control plane stops: they tear down
+// what the package's tests shared.
+func Main(m *testing.M, after ...func() error) {
+	os.Exit(run(m, after))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M, after []func() error) int {
 	env, stop, err := start(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: no control plane:", err)
@@ -73,6 +75,12 @@ func run(m *testing.M) int {
 	}
 	current = env
 	code := m.Run()
+	for _, f := range after {
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
+			code = max(code, 1)
+		}
+	}
 	if err := stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv: teardown:", err)
 		if code == 0 {

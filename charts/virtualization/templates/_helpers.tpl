@@ -64,16 +64,11 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* virt-operator's zap encoder for logFormat. */}}
-{{- define "virtualization.zapEncoder" -}}
-{{- if eq .Values.logFormat "text" -}}console{{- else -}}json{{- end -}}
-{{- end -}}
-
 {{/* kube-rbac-proxy's serving certificate Secret and the Service it answers for. */}}
 {{- define "virtualization.metricsTLSSecret" -}}virt-operator-metrics-tls{{- end -}}
 {{- define "virtualization.metricsService" -}}virt-operator-metrics{{- end -}}
 
-{{/* virt-operator's kubeconfig: its rewriter sidecar's api listener on the pod's loopback. */}}
+{{/* The kubeconfig of virt-operator and virtualization-controller: their rewriter sidecar's api listener on the pod's loopback. */}}
 {{- define "virtualization.operatorKubeconfig" -}}
 apiVersion: v1
 kind: Config
@@ -116,3 +111,5 @@ app.kubernetes.io/component: virtualization-controller
 {{- end -}}
 {{- define "virtualization.controllerMetricsService" -}}virtualization-controller-metrics{{- end -}}
 {{- define "virtualization.controllerMetricsTLSSecret" -}}virtualization-controller-metrics-tls{{- end -}}
+{{- define "virtualization.controllerWebhookService" -}}virtualization-controller-webhook{{- end -}}
+{{- define "virtualization.controllerWebhookTLSSecret" -}}virtualization-controller-webhook-tls{{- end -}}

@@ -1,9 +1,8 @@
 // Command devcluster starts and stops the local Kubernetes control plane and its test hosts.
 //
-//	devcluster [flags] up [-core]    start the stack (idempotent) with its service-proxy (Services
+//	devcluster [flags] up            start the stack (idempotent) with its service-proxy (Services
 //	                                 and cluster DNS) and local-provisioner (the default
-//	                                 StorageClass local); prints the kubeconfig path last;
-//	                                 -core also runs kubevirt-core, each component behind a rewriter
+//	                                 StorageClass local); prints the kubeconfig path last
 //	devcluster [flags] down [-purge] stop every daemon by pid; -purge also deletes its state
 //	devcluster [flags] status        show each daemon and its pid
 //	devcluster [flags] node up NODE [-labels k=v,...] [-cpu N] [-memory Q] [-pods N] [-image-store DIR]
@@ -17,6 +16,10 @@
 //	                                 devstack/chart-values/local.yaml, then wait until it is
 //	                                 ready; prints the kubeconfig that speaks kubevirt.io last
 //	devcluster [flags] module down   turn the module off (delete the KubeVirt, helm uninstall)
+//	devcluster [flags] prometheus up [-addr host:port]
+//	                                 (re)start Debian's Prometheus on the stack, scraping the
+//	                                 module's ServiceMonitors through kube-rbac-proxy as the
+//	                                 account d8v-prometheus/prometheus; prints its URL last
 //	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
 //	                                 wait until the VM runs: Running, and its VMI's launcher
 //	                                 Pod Running and Ready (not fooled by the status a
@@ -40,13 +43,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/svcproxy"
@@ -62,7 +63,7 @@ func main() {
 func run() error {
 	name := flag.String("name", envOr("D8V_STACK", "dev"), "stack name; its state lives in <cache>/stacks/<name> (env D8V_STACK)")
 	stateDir := flag.String("state-dir", os.Getenv("D8V_STATE_DIR"), "state directory, overriding the one derived from -name (env D8V_STATE_DIR)")
-	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries, for -core (env D8V_BIN_DIR)")
+	binDir := flag.String("bin-dir", envOr("D8V_BIN_DIR", "bin"), "where make build put the module's binaries (env D8V_BIN_DIR)")
 	portBase := flag.Int("port-base", envInt("D8V_PORT_BASE", 6440), "etcd client port; peer, controller-manager, apiserver and scheduler follow (env D8V_PORT_BASE)")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "Usage: devcluster [flags] up|down [-purge]|status|node up|down|list [NODE]|module up|down|image-import IMAGE DISK|host add|del|list [NAME]|net-down")
@@ -100,44 +101,8 @@ func run() error {
 	// module's programs reach each other by Service.
 	s.AddComponents(svcproxy.StackComponent(s, proxyBin),
 		provisioner.StackComponent(s, provisionerBin))
-	// A stack that once ran the core keeps a marker, so that down and status see the core too.
-	coreMarker := filepath.Join(cfg.StateDir, "core.enabled")
-	// The marker lists the core's nodes, comma-separated.
-	coreOn := false
-	withCore := func(nodes []string) error {
-		coreOn = true
-		cs, err := core.Components(core.Options{BinDir: *binDir, Stack: s, PortBase: *portBase + 10, Nodes: nodes})
-		if err != nil {
-			return err
-		}
-		s.AddComponents(cs...)
-		return nil
-	}
-	upFlags := flag.NewFlagSet("up", flag.ExitOnError)
-	runCore := upFlags.Bool("core", false, "also run kubevirt-core (virt-controller, virt-api), each behind a kube-api-rewriter")
-	coreNodes := upFlags.String("core-nodes", "node1", "with -core: comma-separated local nodes running virt-handler and the VMs; empty for none")
-	if args[0] == "up" {
-		_ = upFlags.Parse(args[1:])
-	}
-	switch b, err := os.ReadFile(coreMarker); {
-	case *runCore:
-		if _, err := os.Stat(filepath.Join(cfg.StateDir, moduleMarker)); err == nil {
-			return errors.New("this stack runs the module from the chart (module up); -core would fight it: `devcluster down -purge` it first")
-		}
-		// -core says which nodes to run; a marker left by an earlier up (other nodes, or an older
-		// devcluster that ran none) gives way to it.
-		nodes := splitList(*coreNodes)
-		if err := withCore(nodes); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(coreMarker, []byte(strings.Join(nodes, ",")), 0o644); err != nil {
-			return err
-		}
-	case err == nil:
-		if err := withCore(splitList(string(b))); err != nil {
+	if len(args) == 0 || args[0] != "prometheus" {
+		if err := withPrometheus(s); err != nil {
 			return err
 		}
 	}
@@ -165,9 +130,6 @@ func run() error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "apiserver %s is ready; logs in %s/logs\n", s.Server(), cfg.StateDir)
-		if coreOn {
-			fmt.Fprintf(os.Stderr, "kubevirt-core is running; kubectl speaks kubevirt.io with --kubeconfig %s\n", core.KubeconfigPath(s))
-		}
 		fmt.Println(s.KubeconfigPath())
 	case "down":
 		fs := flag.NewFlagSet("down", flag.ExitOnError)
@@ -183,11 +145,7 @@ func run() error {
 		err := s.StopComponents()
 		err = errors.Join(err, shutdownNodes(ctx, s))
 		err = errors.Join(err, provisioner.ReleaseVolumes(ctx, s))
-		err = errors.Join(err, s.Down(*purge))
-		if coreOn {
-			err = errors.Join(err, core.Down(cfg.Net, core.Options{}))
-		}
-		return err
+		return errors.Join(err, s.Down(*purge))
 	case "status":
 		if err := withNodes(s, *binDir); err != nil {
 			return err
@@ -212,6 +170,11 @@ func run() error {
 		return nodeCommand(ctx, s, *binDir, args[1:])
 	case "module":
 		return moduleCommand(ctx, s, *binDir, *portBase, args[1:])
+	case "prometheus":
+		if len(args) < 2 || args[1] != "up" {
+			return errors.New("usage: devcluster prometheus up [-addr host:port]")
+		}
+		return prometheusUp(ctx, s, *portBase, args[2:])
 	case "image-import":
 		return imageImport(args[1:])
 	case "image-push":

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
 )
@@ -51,7 +50,7 @@ func readModuleMarker(s *controlplane.Stack) (moduleSpec, bool, error) {
 
 // withModule adds the users' rewriter of a stack that runs the module.
 func withModule(s *controlplane.Stack, ms moduleSpec, portBase int) error {
-	c, err := module.UsersRewriter(s, ms.BinDir, core.KubeconfigPath(s), portBase+10)
+	c, err := module.UsersRewriter(s, ms.BinDir, module.KubeconfigPath(s), portBase+10)
 	if err != nil {
 		return err
 	}
@@ -99,9 +98,6 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 	fs.Var(&set, "set", "another helm --set value (repeatable)")
 	_ = fs.Parse(args)
 
-	if _, err := os.Stat(filepath.Join(s.Config().StateDir, "core.enabled")); err == nil {
-		return errors.New("this stack runs kubevirt-core by hand (up -core); the chart would fight it: `devcluster down -purge` it first")
-	}
 	abs, err := filepath.Abs(binDir)
 	if err != nil {
 		return err
@@ -154,6 +150,9 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 	}
 	o := module.Options{Stack: s, Repo: repoAbs, BinDir: abs, ImageStore: store, Nodes: names, Set: set, Log: os.Stderr}
 	start := time.Now()
+	if err := module.InstallMonitoringCRDs(ctx, o); err != nil {
+		return err
+	}
 	if err := module.Install(ctx, o); err != nil {
 		return err
 	}
@@ -166,8 +165,8 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "the module is installed (helm release %s in %s, %s); kubectl speaks kubevirt.io with --kubeconfig %s\n",
-		module.Release, module.Namespace, time.Since(start).Round(time.Second), core.KubeconfigPath(s))
-	fmt.Println(core.KubeconfigPath(s))
+		module.Release, module.Namespace, time.Since(start).Round(time.Second), module.KubeconfigPath(s))
+	fmt.Println(module.KubeconfigPath(s))
 	return nil
 }
 

@@ -100,7 +100,7 @@ func TestValuesReachTheObjects(t *testing.T) {
 		t.Errorf("node placement not applied: %v %v", spec.NodeSelector, spec.Tolerations)
 	}
 	op := container(t, spec, "virt-operator")
-	for _, want := range []string{"--zap-log-level=debug", "--zap-encoder=console", "--image-prefix=registry.example.org/virt/",
+	for _, want := range []string{"--log-level=debug", "--log-format=text", "--image-prefix=registry.example.org/virt/",
 		"--image-tag=v0.2.0", "--image-pull-policy=Always", "--rewriter-image=registry.example.org/virt/kube-api-rewriter:v0.2.0",
 		"--container-disk-store=/srv/d8v/container-disks"} {
 		if !slices.Contains(op.Args, want) {
@@ -486,10 +486,41 @@ func TestOperatorClusterRole(t *testing.T) {
 func TestOperatorTalksThroughItsRewriter(t *testing.T) {
 	objs := renders(t)["default"]
 	spec := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virt-operator")).Spec.Template.Spec
-	op, rw := container(t, spec, "virt-operator"), container(t, spec, "kube-api-rewriter")
+	op := container(t, spec, "virt-operator")
 	kcPath, _ := flagValue(op.Args, "kubeconfig")
+	server := rewriterServer(t, objs, spec, op, kcPath)
+	// The components' kubeconfig, which virt-operator writes, points at the same address.
+	comp, err := clientcmd.Load([]byte(virtoperator.SidecarKubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := comp.Clusters[comp.Contexts[comp.CurrentContext].Cluster].Server; s != server {
+		t.Errorf("the components' sidecar kubeconfig points at %s, the operator's at %s", s, server)
+	}
+}
+
+// virtualization-controller (KUBECONFIG in its environment) talks to the apiserver through its own
+// rewriter sidecar, so it uses kubevirt.io types for the internal VMs.
+func TestControllerTalksThroughItsRewriter(t *testing.T) {
+	objs := renders(t)["default"]
+	spec := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virtualization-controller")).Spec.Template.Spec
+	c := container(t, spec, "virtualization-controller")
+	var kcPath string
+	for _, e := range c.Env {
+		if e.Name == "KUBECONFIG" {
+			kcPath = e.Value
+		}
+	}
+	rewriterServer(t, objs, spec, c, kcPath)
+}
+
+// rewriterServer is the server of the kubeconfig at kcPath in c, which must be a ConfigMap volume
+// and point at the pod's kube-api-rewriter's api listener, on loopback.
+func rewriterServer(t *testing.T, objs []*unstructured.Unstructured, spec corev1.PodSpec, c corev1.Container, kcPath string) string {
+	t.Helper()
+	rw := container(t, spec, "kube-api-rewriter")
 	var volume string
-	for _, m := range op.VolumeMounts {
+	for _, m := range c.VolumeMounts {
 		if filepath.Dir(kcPath) == m.MountPath {
 			volume = m.Name
 		}
@@ -501,7 +532,7 @@ func TestOperatorTalksThroughItsRewriter(t *testing.T) {
 		}
 	}
 	if configMap == "" {
-		t.Fatalf("--kubeconfig=%s is not in a ConfigMap volume", kcPath)
+		t.Fatalf("%s: kubeconfig %q is not in a ConfigMap volume", c.Name, kcPath)
 	}
 	cm := into[corev1.ConfigMap](t, find(t, objs, "ConfigMap", configMap))
 	kc, err := clientcmd.Load([]byte(cm.Data[filepath.Base(kcPath)]))
@@ -511,20 +542,13 @@ func TestOperatorTalksThroughItsRewriter(t *testing.T) {
 	server := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server
 	apiListen, _ := flagValue(rw.Args, "api-listen")
 	if server != "http://"+apiListen {
-		t.Errorf("virt-operator's kubeconfig points at %s, its rewriter listens on %s", server, apiListen)
+		t.Errorf("%s's kubeconfig points at %s, its rewriter listens on %s", c.Name, server, apiListen)
 	}
 	host, _, _ := net.SplitHostPort(apiListen)
 	if !loopback(host) {
 		t.Errorf("the rewriter's plain HTTP api listener %s is not on loopback", apiListen)
 	}
-	// The components' kubeconfig, which virt-operator writes, points at the same address.
-	comp, err := clientcmd.Load([]byte(virtoperator.SidecarKubeconfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := comp.Clusters[comp.Contexts[comp.CurrentContext].Cluster].Server; s != server {
-		t.Errorf("the components' sidecar kubeconfig points at %s, the operator's at %s", s, server)
-	}
+	return server
 }
 
 // The chart's CRDs are the generated ones, and helm reads them from crds/.

@@ -8,9 +8,7 @@ package module
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,19 +16,17 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
+	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
-	"github.com/d8virt/devstack/svcproxy"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -54,9 +50,12 @@ var serviceAccounts = map[string]string{
 
 type stack struct {
 	s        *controlplane.Stack
+	c        *moduletest.Cluster
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
+	// guestDisk is the tiny guest's bootable qcow2 disk.
+	guestDisk string
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -68,16 +67,6 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
-		"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
-		"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
-		"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-		"./devstack/cmd/node-agent", "./devstack/cmd/service-proxy")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	img, err := guest.BuildImage(ctx)
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
@@ -87,73 +76,24 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
 		t.Fatal(err)
 	}
-
-	base, err := testenv.FreePortBase(env.Net)
+	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{nodeName}, ImageStore: store,
+		Set: prometheusValues, Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := controlplane.New(controlplane.Config{StateDir: t.TempDir(), BinDir: controlplane.BinDir(), PortBase: base, Net: env.Net})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Services and the cluster DNS, as devcluster up runs them: the importer pushes to DVCR by name.
-	s.AddComponents(svcproxy.StackComponent(s, filepath.Join(bin, svcproxy.Daemon)))
-	root := filepath.Join(s.Config().StateDir, "nodes", nodeName)
 	t.Cleanup(func() {
 		if t.Failed() {
-			coretest.DumpLogs(t, s)
+			c.Logs(testWriter{t})
 		}
-		if err := s.Down(false); err != nil {
-			t.Errorf("down: %v", err)
-		}
-		// A stopped agent leaves its pods running, as a kubelet does.
-		if err := nodeagent.CleanupNode(root, env.Net, 30*time.Second); err != nil {
-			t.Errorf("clean up the node: %v", err)
-		}
-		if err := os.RemoveAll(s.Config().StateDir); err != nil {
-			t.Errorf("purge the stack: %v", err)
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the stack: %v", err)
 		}
 	})
-	if err := s.Up(ctx); err != nil {
-		t.Fatalf("control plane: %v", err)
-	}
-	kube, err := kubernetes.NewForConfig(mustConfig(t, s.KubeconfigPath()))
+	kube, err := kubernetes.NewForConfig(mustConfig(t, c.Stack.KubeconfigPath()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rwPort, err := testenv.FreePortBase(env.Net)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubevirt := filepath.Join(s.Config().StateDir, "kubevirt.kubeconfig")
-	rw, err := module.UsersRewriter(s, bin, kubevirt, rwPort)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.AddComponents(controlplane.Component{
-		Name: "node-agent-" + nodeName,
-		Bin:  filepath.Join(bin, "node-agent"),
-		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", nodeName, "--root-dir", root,
-			"--bin-dir", bin, "--image-store", store},
-		Ready: func(ctx context.Context) error {
-			n, err := kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-			return fmt.Errorf("node %s is not Ready", nodeName)
-		},
-	}, rw)
-	if err := s.Up(ctx); err != nil {
-		t.Fatalf("node and rewriter: %v", err)
-	}
-	opts := module.Options{Stack: s, Repo: repo, BinDir: bin, ImageStore: store, Nodes: []string{nodeName},
-		Set: prometheusValues, Log: testWriter{t}}
-	return &stack{s: s, opts: opts, kube: kube, kubevirt: kubevirt}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt, guestDisk: img.Disk}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -175,10 +115,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (st *stack) install(t *testing.T, ctx context.Context) {
 	t.Helper()
-	if err := module.Install(ctx, st.opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := module.WaitReady(ctx, st.opts, 5*time.Minute); err != nil {
+	if err := st.c.Install(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -192,22 +129,26 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	st := start(t, ctx)
-	installMonitoringCRDs(t, st)
+	if err := module.InstallMonitoringCRDs(ctx, st.opts); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
 	st.install(t, ctx)
 	checkServiceAccounts(t, ctx, st)
 	checkDVCR(t, ctx, st)
 	checkClusterVirtualImage(t, st)
+	checkIPAM(t, st)
+	checkVirtualMachine(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
-	con := openConsole(t, ctx, st.kubevirt)
+	con := openConsole(t, ctx, st.kubevirt, "demo")
 	if _, err := con.WaitFor(regexp.MustCompile(`hello from demo`), 90*time.Second); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
@@ -234,7 +175,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
 	}
-	con = openConsole(t, ctx, st.kubevirt)
+	con = openConsole(t, ctx, st.kubevirt, "demo")
 	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +185,8 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 
 	t.Log("Prometheus scrapes the module from the chart's ServiceMonitors, the VM running")
 	checkPrometheus(t, ctx, st)
+
+	checkUpgrades(t, ctx, st, vmiUID)
 }
 
 // checkServiceAccounts checks that every component's pods name their own account and that the
@@ -300,12 +243,12 @@ func checkServiceAccounts(t *testing.T, ctx context.Context, st *stack) {
 	}
 }
 
-func openConsole(t *testing.T, ctx context.Context, kubevirt string) *guesttest.Console {
+func openConsole(t *testing.T, ctx context.Context, kubevirt, vm string) *guesttest.Console {
 	t.Helper()
 	cfg := mustConfig(t, kubevirt)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		conn, err := console.Open(ctx, cfg, "default", "demo", "console")
+		conn, err := console.Open(ctx, cfg, "default", vm, "console")
 		if err == nil {
 			con := guesttest.NewConsole(conn)
 			t.Cleanup(func() { _ = con.Close() })

@@ -17,99 +17,48 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/prometheus"
-	"github.com/d8virt/devstack/prometheus/scrapeconfig"
-	"github.com/d8virt/devstack/testenv"
 )
 
-// Prometheus' accounts: it scrapes as scraper (bound to the metrics-reader ClusterRole by the
-// chart's monitoring.scrapers) and discovers the targets with it too (a Role on EndpointSlices,
-// Services and Pods of the module's namespace); outsider has no right to the metrics.
+// Prometheus scrapes as its account (prometheus.Account, bound to the metrics-reader ClusterRole
+// by the local values' monitoring.scrapers) and discovers the targets with it too; outsider has no
+// right to the metrics.
 const (
-	promNamespace = "d8v-prometheus"
-	scraper       = "prometheus"
-	outsider      = "no-metrics"
+	scraper  = prometheus.Account
+	outsider = "no-metrics"
 )
 
-// prometheusValues make the chart bind the scraper and scrape often, so the test waits little.
-var prometheusValues = []string{
-	"monitoring.scrapeInterval=5s",
-	"monitoring.scrapers[0].kind=ServiceAccount",
-	"monitoring.scrapers[0].name=" + scraper,
-	"monitoring.scrapers[0].namespace=" + promNamespace,
-}
-
-// installMonitoringCRDs installs prometheus-operator's ServiceMonitor and PrometheusRule CRDs, as
-// a platform with monitoring has them, so that the chart renders its ServiceMonitors.
-func installMonitoringCRDs(t *testing.T, st *stack) {
-	t.Helper()
-	args := []string{"apply", "--server-side"}
-	for _, f := range prometheus.OperatorCRDFiles(testenv.ModuleDir(t, prometheus.OperatorModule)) {
-		args = append(args, "-f", f)
-	}
-	st.kubectl(t, st.s.KubeconfigPath(), args...)
-	st.kubectl(t, st.s.KubeconfigPath(), "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-}
+// prometheusValues make the chart's ServiceMonitors scrape often, so the test waits little.
+var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
 
 // checkPrometheus runs Prometheus on the stack with the scrape configuration of the chart's
 // ServiceMonitors and checks that it scrapes every component and rewriter through kube-rbac-proxy,
 // that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
-	dir := t.TempDir()
-	tokens := accounts(t, ctx, st)
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(tokens[scraper]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := st.s.RESTConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Prometheus discovers the targets with its own account, as it would in a cluster.
-	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: tokens[scraper],
-		TLSClientConfig: rest.TLSClientConfig{CAFile: st.s.CAFile()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := prometheus.New(dir, freeLoopbackAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := scrapeconfig.Env{
-		TargetsDir: filepath.Join(dir, "targets"), ServiceAccountTokenFile: tokenFile,
-		FilesDir: filepath.Join(dir, "certs"), ScrapeInterval: "5s",
-	}
-	clients := scrapeconfig.Clients{Operator: st.kube, Dynamic: dyn, Discovery: discovery}
-	if err := scrapeconfig.Write(ctx, clients, module.Namespace, env, srv.ConfigFile()); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {
-		t.Fatalf("promtool check config: %v\n%s", err, out)
-	}
-	comp := srv.Component()
-	st.s.AddComponents(comp)
-	if err := st.s.Up(ctx); err != nil {
-		t.Fatalf("prometheus: %v", err)
-	}
+	run := prometheus.OnStack{Stack: st.s, ModuleNamespace: module.Namespace, Dir: t.TempDir(), Addr: freeLoopbackAddr(t),
+		ScrapeInterval: "5s", TokenTTL: time.Hour}
+	srv, comp, err := run.Run(ctx)
 	t.Cleanup(func() {
-		if err := st.s.StopComponent(comp, 15*time.Second); err != nil {
-			t.Errorf("stop prometheus: %v", err)
+		ctx := context.Background()
+		rbac := st.kube.RbacV1()
+		_ = rbac.RoleBindings(module.Namespace).Delete(ctx, prometheus.DiscoveryRole, metav1.DeleteOptions{})
+		_ = rbac.Roles(module.Namespace).Delete(ctx, prometheus.DiscoveryRole, metav1.DeleteOptions{})
+		_ = st.kube.CoreV1().Namespaces().Delete(ctx, prometheus.Namespace, metav1.DeleteOptions{})
+		if err == nil {
+			if err := st.s.StopComponent(comp, 15*time.Second); err != nil {
+				t.Errorf("stop prometheus: %v", err)
+			}
 		}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{scraper: readFile(t, filepath.Join(run.Dir, "token")), outsider: outsiderToken(t, ctx, st)}
 	prom := prometheus.Client{URL: srv.URL(), HTTP: &http.Client{Timeout: 10 * time.Second}}
 
 	t.Log("Prometheus has a target up for each component's and rewriter's kube-rbac-proxy")
@@ -121,7 +70,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	waitSeries(t, ctx, prom, `kube_api_rewriter_requests_total{job="virt-handler-metrics", endpoint="metrics-rewrite"}`)
 
 	t.Log("kube-rbac-proxy: 401 without a token, 403 without the ClusterRole; promtool check metrics on each scrape")
-	client := proxyClient(t, env.FilesDir)
+	client := proxyClient(t, run.CertsDir())
 	for _, tg := range targets {
 		serverName := tg.Labels["service"] + "." + module.Namespace + ".svc"
 		for _, c := range []struct {
@@ -139,54 +88,27 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	}
 }
 
-// accounts creates Prometheus' accounts and RBAC, removed when the test ends, and returns a
-// token of each (TokenRequest).
-func accounts(t *testing.T, ctx context.Context, st *stack) map[string]string {
+// outsiderToken is a token of an account in Prometheus' namespace without the metrics-reader
+// role; the namespace goes at the end of the test.
+func outsiderToken(t *testing.T, ctx context.Context, st *stack) string {
 	t.Helper()
-	core := st.kube.CoreV1()
-	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: promNamespace}}, metav1.CreateOptions{}); err != nil {
+	if _, err := st.kube.CoreV1().ServiceAccounts(prometheus.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: outsider}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rbac := st.kube.RbacV1()
-	discovery := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery", Namespace: module.Namespace},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-		},
-	}
-	if _, err := rbac.Roles(module.Namespace).Create(ctx, discovery, metav1.CreateOptions{}); err != nil {
+	tok, err := prometheus.Token(ctx, st.kube, prometheus.Namespace, outsider, time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery", Namespace: module.Namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: discovery.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraper, Namespace: promNamespace}},
-	}
-	if _, err := rbac.RoleBindings(module.Namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	return tok
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = rbac.RoleBindings(module.Namespace).Delete(ctx, binding.Name, metav1.DeleteOptions{})
-		_ = rbac.Roles(module.Namespace).Delete(ctx, discovery.Name, metav1.DeleteOptions{})
-		_ = core.Namespaces().Delete(ctx, promNamespace, metav1.DeleteOptions{})
-	})
-	out := map[string]string{}
-	for _, name := range []string{scraper, outsider} {
-		if _, err := core.ServiceAccounts(promNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		hour := int64(3600)
-		tr, err := core.ServiceAccounts(promNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = tr.Status.Token
-	}
-	return out
+	return string(b)
 }
 
 func freeLoopbackAddr(t *testing.T) string {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net"
@@ -326,5 +327,57 @@ func (s *nodeAgentSuite) testNodeSelector(t *testing.T) {
 	}
 	if ips["on-1"] == ips["on-2"] {
 		t.Errorf("both pods got %s", ips["on-1"])
+	}
+}
+
+// testRequestedAddress: a pod annotated with cni.cilium.io/ipAddress gets that address, as a CNI
+// gives it; a second pod asking for the same address gets none, with a FailedCreatePodSandBox
+// event naming the holder, and its sandbox retried.
+func (s *nodeAgentSuite) testRequestedAddress(t *testing.T) {
+	req := s.env.Net.Requested
+	if !req.IsValid() {
+		t.Skip("the local network has no requested range")
+	}
+	// A random address of the requested range: other stacks on this machine share the network.
+	var b [1]byte
+	_, _ = rand.Read(b[:])
+	want := req.Addr()
+	for range 1 + int(b[0])%((1<<(32-req.Bits()))-2) {
+		want = want.Next()
+	}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{nodeagent.RequestedIPAnnotation: want.String()}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{busybox("main", "exec sleep 100000")}},
+		}
+	}
+	s.create(t, pod("fixed"))
+	got := s.waitPod(t, "fixed", "Running at its address", func(p *corev1.Pod) bool { return p.Status.PodIP != "" })
+	if got.Status.PodIP != want.String() {
+		t.Fatalf("pod IP %s, want the requested %s", got.Status.PodIP, want)
+	}
+	s.create(t, pod("clash"))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		evs, err := s.env.Kube.CoreV1().Events(s.ns).List(s.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=clash,reason=FailedCreatePodSandBox"})
+		if err == nil && len(evs.Items) > 0 {
+			if msg := evs.Items[0].Message; !strings.Contains(msg, "requested address "+want.String()+": the address is taken by host pod-"+string(got.UID)) {
+				t.Fatalf("event message %q", msg)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no FailedCreatePodSandBox event for the clashing pod: %v\n%s", err, s.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	clash, err := s.env.Kube.CoreV1().Pods(s.ns).Get(s.ctx(), "clash", metav1.GetOptions{})
+	if err != nil || clash.Status.PodIP != "" {
+		t.Fatalf("the clashing pod: %v, IP %q", err, clash.Status.PodIP)
+	}
+	for _, name := range []string{"clash", "fixed"} {
+		if err := s.env.Kube.CoreV1().Pods(s.ns).Delete(s.ctx(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -256,6 +256,7 @@ func TestNodeAgent(t *testing.T) {
 
 	t.Run("Nodes", s.testNodes)
 	t.Run("SharedNetwork", s.testSharedNetwork)
+	t.Run("RequestedAddress", s.testRequestedAddress)
 	t.Run("EnvVolumesToken", s.testEnvVolumesToken)
 	t.Run("ExitCodes", s.testExitCodes)
 	t.Run("Restarts", s.testRestarts)

@@ -138,7 +138,7 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		"--image-store", store,
 		"--termination-log", l.termLog,
 		"--emulation",
-		"-v",
+		"--log-level=debug",
 	)
 	l.cmd = exec.Command(argv[0], argv[1:]...)
 	l.cmd.Env = append(os.Environ(), env...)

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/buildinfo"
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
@@ -44,37 +44,29 @@ func main() {
 	handlerCert := flag.String("handler-client-cert-file", "", "client certificate virt-api presents to virt-handler")
 	handlerKey := flag.String("handler-client-key-file", "", "key of the handler client certificate")
 	metricsAddr := flag.String("metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); empty or 0 disables")
-	systemUsers := flag.String("system-users", defaultSystemUsers(), "comma-separated users that may change a VMI's spec (KubeVirt's own service accounts)")
+	namespace := flag.String("namespace", "", "the core's namespace: its ServiceAccounts (kubevirt-controller, kubevirt-handler, kubevirt-apiserver) may change a VMI's spec, nobody else")
 	// --kubeconfig (the rewriter sidecar's) comes with controller-runtime's config package.
+	logOpts := logopts.Default()
+	logOpts.Bind(flag.CommandLine)
 	flag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	h, err := logOpts.Handler(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "virt-api:", err)
+		os.Exit(2)
+	}
+	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	users := map[string]bool{}
-	for _, u := range strings.Split(*systemUsers, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			users[u] = true
-		}
+	if *namespace == "" {
+		log.Error("exiting", "err", "--namespace is required: the core's namespace, whose ServiceAccounts may change VMI specs")
+		os.Exit(2)
 	}
-	hooks := webhookConfig{listen: *webhookListen, systemUsers: users}
+	hooks := webhookConfig{listen: *webhookListen, systemUsers: virtapicontract.SystemUsers(*namespace)}
 	nodes := nodeConfig{port: *handlerPort, caFile: *handlerCA, certFile: *handlerCert, keyFile: *handlerKey}
 	if err := run(ctx, log, *listen, *certFile, *keyFile, *metricsAddr, hooks, nodes); err != nil {
 		log.Error("exiting", "err", err)
 		os.Exit(1)
 	}
-}
-
-// defaultSystemUsers are KubeVirt's component service accounts in virt-api's own namespace.
-func defaultSystemUsers() string {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = "kubevirt"
-	}
-	var users []string
-	for _, sa := range []string{"kubevirt-controller", "kubevirt-handler", "kubevirt-apiserver"} {
-		users = append(users, "system:serviceaccount:"+ns+":"+sa)
-	}
-	return strings.Join(users, ",")
 }
 
 type nodeConfig struct {

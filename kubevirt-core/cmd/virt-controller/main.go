@@ -10,11 +10,13 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/go-logr/logr"
+
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	virtmetrics "github.com/d8virt/kubevirt-core/pkg/virtcontroller/metrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
@@ -39,10 +41,16 @@ func main() {
 	flag.StringVar(&launcher.Image, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
 	flag.BoolVar(&launcher.Emulation, "use-emulation", false, "run guests under TCG (nodes without working KVM)")
 	flag.StringVar(&launcher.ContainerDiskStore, "container-disk-store", "/var/lib/kubevirt/container-disks", "node directory with the containerDisk base images, mounted read-only into launcher Pods")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
+	launcher.Log = logopts.Default()
+	// Its own log options, which it passes on to the launchers.
+	launcher.Log.Bind(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	h, err := launcher.Log.Handler(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "virt-controller:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(h))
 	if err := run(leaderElect, leaderNS, metricsAddr, probeAddr, launcher); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-controller:", err)
 		os.Exit(1)

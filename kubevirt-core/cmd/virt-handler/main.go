@@ -23,13 +23,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
@@ -54,6 +56,7 @@ type options struct {
 	labellerInterval time.Duration
 	// hostMountNS is the node's mount namespace, where hotplugged volumes are bind-mounted.
 	hostMountNS string
+	log         logopts.Options
 }
 
 func main() {
@@ -71,10 +74,9 @@ func main() {
 	flag.StringVar(&o.labellerDir, "node-labeller-dir", "", "directory where the init container (virt-launcher --node-labeller-dir) wrote the node's capabilities; empty disables the node labeller")
 	flag.DurationVar(&o.labellerInterval, "node-labeller-interval", 3*time.Minute, "how often the node's CPU and machine labels are made right again")
 	flag.StringVar(&o.hostMountNS, "host-mount-namespace", hotplug.DefaultHostMountNamespace, "the node's mount namespace, where hotplugged volumes are bind-mounted into the launcher Pods (nsenter): /proc/<pid>/ns/mnt of a process in it (the default, the node's init, needs the host's PID namespace), or \""+hotplug.ParentMountNamespace+"\" for the namespace of virt-handler's parent, for a container runtime that hides pid 1's namespace but starts its containers from the node's")
-	zo := zap.Options{}
-	zo.BindFlags(flag.CommandLine)
+	o.log = logopts.Default()
+	o.log.Bind(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-handler:", err)
 		os.Exit(1)
@@ -85,7 +87,12 @@ func run(o options) error {
 	if o.nodeName == "" {
 		return fmt.Errorf("--node-name (or NODE_NAME) is required")
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "virt-handler", "node", o.nodeName)
+	h, err := o.log.Handler(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(h))
+	log := slog.New(h).With("component", "virt-handler", "node", o.nodeName)
 	mounter, err := hotplug.NewNodeMounter(o.hostMountNS)
 	if err != nil {
 		return fmt.Errorf("--host-mount-namespace: %w", err)

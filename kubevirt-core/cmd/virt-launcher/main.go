@@ -23,6 +23,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
@@ -46,7 +47,7 @@ type options struct {
 	termLog              string
 	emulation            bool
 	startTimeout         time.Duration
-	verbose              bool
+	log                  logopts.Options
 	nodeLabellerDir      string
 }
 
@@ -64,7 +65,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.termLog, "termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
 	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 4*time.Minute, "give up when no VMI arrived and started within this time")
-	fs.BoolVar(&o.verbose, "v", false, "debug logs")
+	o.log = logopts.Default()
+	o.log.Bind(fs)
 	fs.StringVar(&o.nodeLabellerDir, "node-labeller-dir", "", "instead of running a VMI, write what libvirt offers guests on this node into this directory for virt-handler's node labeller, and exit (the handler Pod's init container)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -84,11 +86,12 @@ func run(args []string) int {
 		// The flag package has printed the error and the usage.
 		return launcher.ExitError
 	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
+	h, err := o.log.Handler(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
+		return launcher.ExitError
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "virt-launcher")
+	log := slog.New(h).With("component", "virt-launcher")
 	slog.SetDefault(log)
 
 	if o.nodeLabellerDir != "" {

@@ -17,8 +17,9 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
@@ -51,17 +52,22 @@ func main() {
 	own.StringVar(&o.cfg.KubeRBACProxyImage, "kube-rbac-proxy-image", "", "image of the kube-rbac-proxy in front of every metrics port; empty means <prefix>kube-rbac-proxy:<tag>")
 	own.StringVar(&o.pullPolicy, "image-pull-policy", string(o.cfg.ImagePullPolicy), "pull policy of the components' images (spec.imagePullPolicy overrides)")
 	own.StringVar(&o.cfg.ContainerDiskStore, "container-disk-store", o.cfg.ContainerDiskStore, "node directory with the containerDisk base images, for virt-controller")
+	// The operator's log options, passed on to everything it installs.
+	o.cfg.Log.Bind(own)
 	replicas := own.Int("replicas", int(o.cfg.Replicas), "replicas of virt-api and virt-controller (spec.infra.replicas overrides)")
 	if err := applyEnv(own); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-operator:", err)
 		os.Exit(2)
 	}
-	// One command line: our flags, controller-runtime's --kubeconfig and the logging flags.
+	// One command line: our flags and controller-runtime's --kubeconfig.
 	own.VisitAll(func(f *flag.Flag) { flag.CommandLine.Var(f.Value, f.Name, f.Usage) })
-	zo := zap.Options{}
-	zo.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	h, err := o.cfg.Log.Handler(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "virt-operator:", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(h))
 	o.cfg.Replicas = int32(*replicas)
 	o.cfg.ImagePullPolicy = corev1.PullPolicy(o.pullPolicy)
 	if err := run(o); err != nil {

@@ -26,6 +26,24 @@ const (
 // WebhookPaths are all the webhook paths virt-api answers.
 var WebhookPaths = []string{PathVMICreate, PathVMIUpdate, PathVM, PathVMIRS, PathMigration, PathPreset, PathVMIMutate, PathVMMutate}
 
+// The core's ServiceAccounts, KubeVirt's names. virt-operator runs the components under them;
+// virt-api lets only them change a VMI's spec after creation (SystemUsers), as KubeVirt does:
+// everyone else goes through the subresources.
+const (
+	APIServiceAccount        = "kubevirt-apiserver"
+	ControllerServiceAccount = "kubevirt-controller"
+	HandlerServiceAccount    = "kubevirt-handler"
+)
+
+// SystemUsers are the user names of the core's ServiceAccounts in its namespace.
+func SystemUsers(namespace string) map[string]bool {
+	users := map[string]bool{}
+	for _, sa := range []string{ControllerServiceAccount, HandlerServiceAccount, APIServiceAccount} {
+		users["system:serviceaccount:"+namespace+":"+sa] = true
+	}
+	return users
+}
+
 // HandlerServerName is the name virt-handler's serving certificate carries. Handler Pods come and
 // go with their IPs, so virt-api verifies the name, not the address.
 const HandlerServerName = "virt-handler"

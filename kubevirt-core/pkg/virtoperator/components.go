@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -148,12 +147,11 @@ func (in Install) rewriter(webhookCerts string) corev1.Container {
 		Name:    RewriterName,
 		Image:   in.Images.Rewriter,
 		Command: []string{RewriterName},
-		Args: []string{
+		Args: append([]string{
 			"--api-listen=" + rewriterAPIAddr,
 			"--health-listen=:" + strconv.Itoa(rewriterHealthPort),
 			"--metrics-listen=" + rewriterMetricsAddr,
-			"--log-format=json",
-		},
+		}, in.Log.Args()...),
 		Ports:                    []corev1.ContainerPort{{Name: "rewriter-health", ContainerPort: rewriterHealthPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe:           httpProbe("/readyz", rewriterHealthPort),
 		Resources:                requests("10m", "32Mi"),
@@ -207,15 +205,6 @@ func spread(spec *corev1.PodSpec, component string) {
 	}}
 }
 
-// systemUsers are the accounts virt-api lets change a VMI's spec: the core's own.
-func (in Install) systemUsers() string {
-	var users []string
-	for _, sa := range []string{ControllerServiceAccount, HandlerServiceAccount, APIServiceAccount} {
-		users = append(users, "system:serviceaccount:"+in.Namespace+":"+sa)
-	}
-	return strings.Join(users, ",")
-}
-
 func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 	const certDir, handlerDir = "/etc/virt-api/certificates", "/etc/virt-api/handler-certs"
 	api := corev1.Container{
@@ -234,7 +223,8 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 			"--handler-ca-file=" + handlerDir + "/ca.crt",
 			"--handler-client-cert-file=" + handlerDir + "/" + corev1.TLSCertKey,
 			"--handler-client-key-file=" + handlerDir + "/" + corev1.TLSPrivateKeyKey,
-			"--system-users=" + in.systemUsers(),
+			// The core's ServiceAccounts in it may change VMI specs (virtapicontract.SystemUsers).
+			"--namespace=" + in.Namespace,
 		},
 		Ports: []corev1.ContainerPort{{Name: "virt-api", ContainerPort: apiPort, Protocol: corev1.ProtocolTCP}},
 		// virt-api answers only authenticated requests, so readiness is its TLS port accepting.
@@ -252,6 +242,7 @@ func (in Install) apiDeployment(c Certs) *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	api.Args = append(api.Args, in.Log.Args()...)
 	proxies, proxyCerts := in.metricsProxies(APIName)
 	spec := corev1.PodSpec{
 		ServiceAccountName: APIServiceAccount,
@@ -290,6 +281,8 @@ func (in Install) controllerDeployment(c Certs) *appsv1.Deployment {
 		SecurityContext:          restricted(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	// virt-controller passes its log options on to the launchers.
+	ctrl.Args = append(ctrl.Args, in.Log.Args()...)
 	if in.Emulation {
 		ctrl.Args = append(ctrl.Args, "--use-emulation")
 	}
@@ -370,13 +363,14 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	handler.Args = append(handler.Args, in.Log.Args()...)
 	// KubeVirt's node labeller init container: the launcher image's libvirt, asked what this node
 	// offers guests (KVM when /dev/kvm opens, else TCG), leaves its answers for the handler.
 	labeller := corev1.Container{
 		Name:                     "virt-launcher",
 		Image:                    in.Images.Launcher,
 		Command:                  []string{"virt-launcher"},
-		Args:                     []string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir},
+		Args:                     append([]string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir}, in.Log.Args()...),
 		VolumeMounts:             []corev1.VolumeMount{{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir}},
 		Resources:                requests("10m", "64Mi"),
 		ImagePullPolicy:          in.PullPolicy,

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	OperatorVersion string
 	// Certificates are the default lifetimes; spec.certificateRotateStrategy.selfSigned overrides.
 	Certificates certs.Policy
+	// Log is the operator's own log level and format, which it passes on to every program it
+	// installs (the components, their rewriters, and through virt-controller the launchers).
+	Log logopts.Options
 }
 
 // DefaultConfig is what the operator runs with when nothing is set.
@@ -52,6 +56,7 @@ func DefaultConfig() Config {
 		// The components load their certificates once, so each rotation rolls their pods: the
 		// lifetimes are long enough to make that rare.
 		Certificates: certs.Policy{CALifetime: 365 * 24 * time.Hour, LeafLifetime: 30 * 24 * time.Hour},
+		Log:          logopts.Default(),
 	}
 }
 
@@ -87,6 +92,8 @@ type Install struct {
 	Emulation bool
 	// Patches are spec.customizeComponents.patches, applied to the objects built.
 	Patches []kubevirtv1.CustomizeComponentsPatch
+	// Log is every installed program's log level and format.
+	Log logopts.Options
 }
 
 // NewInstall resolves what kv asks for against the operator's defaults.
@@ -116,6 +123,7 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 		ContainerDiskStore: cfg.ContainerDiskStore,
 		Replicas:           cfg.Replicas,
 		Certificates:       cfg.Certificates,
+		Log:                cfg.Log,
 	}
 	if in.Images.Rewriter == "" {
 		in.Images.Rewriter = image(RewriterName)

@@ -33,9 +33,9 @@ const (
 	HandlerName    = "virt-handler"
 	RewriterName   = "kube-api-rewriter"
 
-	APIServiceAccount        = "kubevirt-apiserver"
-	ControllerServiceAccount = "kubevirt-controller"
-	HandlerServiceAccount    = "kubevirt-handler"
+	APIServiceAccount        = virtapicontract.APIServiceAccount
+	ControllerServiceAccount = virtapicontract.ControllerServiceAccount
+	HandlerServiceAccount    = virtapicontract.HandlerServiceAccount
 
 	// CASecret keeps the CA (tls.crt, tls.key) and the bundle peers trust (ca.crt).
 	CASecret = "kubevirt-ca"

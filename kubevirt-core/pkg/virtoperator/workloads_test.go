@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
 )
 
@@ -44,7 +45,7 @@ func TestWorkloads(t *testing.T) {
 				"--tls-cert-file=/etc/virt-api/certificates/tls.crt", "--tls-key-file=/etc/virt-api/certificates/tls.key",
 				"--webhook-listen=127.0.0.1:9443", "--handler-ca-file=/etc/virt-api/handler-certs/ca.crt",
 				"--handler-client-cert-file=/etc/virt-api/handler-certs/tls.crt", "--handler-client-key-file=/etc/virt-api/handler-certs/tls.key",
-				"--system-users=system:serviceaccount:kv-ns:kubevirt-controller,system:serviceaccount:kv-ns:kubevirt-handler,system:serviceaccount:kv-ns:kubevirt-apiserver",
+				"--namespace=kv-ns",
 			},
 			rewriterArgs: []string{"--api-listen=127.0.0.1:23915", "--webhook-listen=:24192", "--webhook-target=https://127.0.0.1:9443",
 				"--webhook-cert=/etc/kube-api-rewriter/webhook/tls.crt", "--webhook-key=/etc/kube-api-rewriter/webhook/tls.key"},
@@ -154,7 +155,7 @@ func TestWorkloads(t *testing.T) {
 	// The node labeller's init container writes into the emptyDir the handler reads.
 	inits := ds.Spec.Template.Spec.InitContainers
 	if len(inits) != 1 || inits[0].Image != "d8v.local/virt-launcher:dev" ||
-		!slices.Equal(inits[0].Args, []string{"--node-labeller-dir=/var/lib/kubevirt-node-labeller"}) ||
+		!slices.Equal(inits[0].Args, []string{"--node-labeller-dir=/var/lib/kubevirt-node-labeller", "--log-level=info", "--log-format=json"}) ||
 		len(inits[0].VolumeMounts) != 1 || inits[0].VolumeMounts[0].Name != "node-labeller" {
 		t.Errorf("handler's init containers %+v", inits)
 	}
@@ -259,5 +260,35 @@ func TestAdmission(t *testing.T) {
 	if spec["group"] != "subresources.kubevirt.io" || spec["version"] != "v1" || ref["name"] != APIService || ref["namespace"] != "kv-ns" ||
 		string(ca) != string(testCerts.Bundle) || svc.GetAPIVersion() != "apiregistration.k8s.io/v1" {
 		t.Errorf("APIService %v", svc.Object)
+	}
+}
+
+// TestLogOptionsReachEveryProgram: the operator's log level and format (the chart's logLevel and
+// logFormat) go to every program it installs: the components, their rewriter sidecars and the
+// node labeller; virt-controller passes them on to the launchers. The kube-rbac-proxies are
+// upstream's, with their own flags.
+func TestLogOptionsReachEveryProgram(t *testing.T) {
+	cfg := testConfig()
+	cfg.Log = logopts.Options{Level: "debug", Format: "text"}
+	ix := indexOf(Objects(testKV(), cfg, testCerts))
+	want := []string{"--log-level=debug", "--log-format=text"}
+	for _, w := range []struct{ kind, name string }{{"Deployment", APIName}, {"Deployment", ControllerName}, {"DaemonSet", HandlerName}} {
+		spec := podSpec(t, ix, w.kind, w.name)
+		seen := 0
+		for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+			if strings.HasPrefix(c.Name, KubeRBACProxyName) {
+				continue
+			}
+			seen++
+			for _, a := range want {
+				if !slices.Contains(c.Args, a) {
+					t.Errorf("%s container %s: no %s in %q", w.name, c.Name, a, c.Args)
+				}
+			}
+		}
+		// The component and its rewriter at least.
+		if seen < 2 {
+			t.Errorf("%s: only %d containers of ours", w.name, seen)
+		}
 	}
 }

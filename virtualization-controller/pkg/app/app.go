@@ -10,10 +10,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,11 +27,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
+	"github.com/d8virt/virtualization-controller/pkg/cabundle"
+	"github.com/d8virt/virtualization-controller/pkg/classcrd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
 )
 
 // Command is virtualization-controller: parse the options, run the manager until ctx ends.
@@ -62,8 +80,12 @@ func run(ctx context.Context, o Options) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
-	if err := v1alpha2.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("scheme: %w", err)
+	// The internal VMs are kubevirt.io objects here: the apiserver is reached through the
+	// kube-api-rewriter sidecar (docs/virtualization-controller.md).
+	for _, add := range []func(*runtime.Scheme) error{v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("scheme: %w", err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
@@ -72,6 +94,7 @@ func run(ctx context.Context, o Options) error {
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir}),
 		// Importer Pods live in the module's namespace only; the cache holds no other Pod.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
@@ -96,10 +119,68 @@ func run(ctx context.Context, o Options) error {
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("clustervirtualimage controller: %w", err)
 	}
-	if err := ctrlmetrics.Registry.Register(cvi.NewPhaseCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))
+	if err := vms.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachine controller: %w", err)
+	}
+	classes := vmclass.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmclass.EventSource))
+	if err := classes.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachineclass controller: %w", err)
+	}
+	ops := vmop.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
+	if err := ops.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("virtualmachineoperation controller: %w", err)
+	}
+	if err := vmip.Setup(ctx, mgr, vmip.Config{Range: o.VirtualMachineCIDRs, Retention: o.LeaseRetention, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(vmip.EventSource)}); err != nil {
+		return err
+	}
+	for _, c := range []prometheus.Collector{cvi.NewPhaseCollector(mgr.GetClient()), vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
+		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient())} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if err := setupWebhooks(mgr, o); err != nil {
+		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// setupWebhooks registers the webhook handlers and the VirtualMachineClass CRD's conversion and
+// storage migration.
+func setupWebhooks(mgr manager.Manager, o Options) error {
+	srv := mgr.GetWebhookServer()
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	srv.Register(classconversion.Path, classconversion.NewHandler(mgr.GetLogger().WithName("classconversion")))
+	srv.Register(vmipvalidation.Path, &webhook.Admission{Handler: vmipvalidation.NewValidator(mgr.GetAPIReader(), o.VirtualMachineCIDRs, decoder)})
+	srv.Register(vmvalidation.Path, &webhook.Admission{Handler: vmvalidation.NewValidator(mgr.GetAPIReader(), decoder)})
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return fmt.Errorf("readyz: %w", err)
+	}
+	ca, err := os.ReadFile(o.WebhookCAFile)
+	if err != nil {
+		return fmt.Errorf("webhook CA: %w", err)
+	}
+	crds, err := apiextensionsclient.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("apiextensions client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	path, port := classconversion.Path, int32(443)
+	cfg := apiextensionsv1.WebhookClientConfig{CABundle: ca, Service: &apiextensionsv1.ServiceReference{
+		Namespace: o.Namespace, Name: o.WebhookService, Path: &path, Port: &port,
+	}}
+	if err := mgr.Add(classcrd.NewMigrator(crds, dyn, cfg, mgr.GetLogger().WithName("classcrd"), 2*time.Second)); err != nil {
+		return fmt.Errorf("classcrd: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	return mgr.Add(cabundle.NewPatcher(kube, o.WebhookConfiguration, ca, mgr.GetLogger().WithName("cabundle"), 2*time.Second))
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
 // Options are the command's flags, parsed and checked.
@@ -36,6 +40,21 @@ type Options struct {
 	DVCRCAFile   string
 	// ProgressInterval is how often a running import's progress is read into status.
 	ProgressInterval time.Duration
+	// VirtualMachineCIDRs is the range of the machines' addresses (--virtual-machine-cidrs).
+	VirtualMachineCIDRs ipam.Range
+	// LeaseRetention is how long a released VirtualMachineIPAddressLease is kept before it is
+	// deleted (its address is not handed to another Auto address meanwhile).
+	LeaseRetention time.Duration
+	// WebhookPort is the port of the webhook server (TLS, tls.crt and tls.key in WebhookCertDir).
+	WebhookPort    int
+	WebhookCertDir string
+	// WebhookService is the Service in Namespace in front of the webhook server: the
+	// VirtualMachineClass CRD's conversion is pointed at it, trusting WebhookCAFile.
+	WebhookService string
+	WebhookCAFile  string
+	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle the controller
+	// sets to WebhookCAFile.
+	WebhookConfiguration string
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -58,17 +77,34 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.DVCRAuthFile, "dvcr-auth-file", "", "DVCR's push credentials (.dockerconfigjson) for deleting images (required)")
 	fs.StringVar(&o.DVCRCAFile, "dvcr-ca-file", "", "DVCR's CA (PEM) (required)")
 	fs.DurationVar(&o.ProgressInterval, "progress-interval", 2*time.Second, "how often a running import's progress is read into status")
+	var cidrs string
+	fs.StringVar(&cidrs, "virtual-machine-cidrs", "", "comma-separated IPv4 subnets the machines' addresses come from")
+	fs.DurationVar(&o.LeaseRetention, "ip-lease-retention", 10*time.Minute, "how long a released VirtualMachineIPAddressLease is kept before it is deleted")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the admission and conversion webhook server")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/etc/webhook/tls", "directory with the webhook server's tls.crt and tls.key")
+	fs.StringVar(&o.WebhookService, "webhook-service", "virtualization-controller-webhook", "Service (in --namespace, port 443) in front of the webhook server")
+	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration whose caBundle is set to the webhook CA")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
 	}
+	var cidrErr error
+	if cidrs != "" {
+		if o.VirtualMachineCIDRs, cidrErr = ipam.ParseRange(strings.Split(cidrs, ",")); cidrErr != nil {
+			cidrErr = fmt.Errorf("--virtual-machine-cidrs: %w", cidrErr)
+		}
+	}
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.WebhookCAFile == "" {
+		o.WebhookCAFile = filepath.Join(o.WebhookCertDir, "ca.crt")
 	}
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
 	}
-	return o, o.validate()
+	return o, errors.Join(cidrErr, o.validate())
 }
 
 func (o Options) validate() error {
@@ -102,6 +138,18 @@ func (o Options) validate() error {
 	}
 	if o.ProgressInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	}
+	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1 to 65535", o.WebhookPort))
+	}
+	if msgs := validation.IsDNS1035Label(o.WebhookService); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-service %q: %s", o.WebhookService, msgs[0]))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.WebhookConfiguration); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-configuration %q: %s", o.WebhookConfiguration, msgs[0]))
+	}
+	if o.LeaseRetention < 0 {
+		errs = append(errs, fmt.Errorf("--ip-lease-retention %s: must not be negative", o.LeaseRetention))
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)

@@ -37,6 +37,13 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad secret", args: append(required, "--dvcr-tls-secret=No!"), wantErr: `--dvcr-tls-secret "No!"`},
 		{name: "zero interval", args: append(required, "--progress-interval=0s"), wantErr: "--progress-interval 0s: must be positive"},
 		{name: "bad level", args: append(required, "--log-level=loud"), wantErr: `--log-level "loud"`},
+		{name: "cidrs", args: append(required, "--virtual-machine-cidrs=10.66.10.0/24,10.66.20.0/24", "--ip-lease-retention=1m"), check: func(t *testing.T, o Options) {
+			if o.VirtualMachineCIDRs.String() != "10.66.10.0/24,10.66.20.0/24" || o.LeaseRetention != time.Minute {
+				t.Errorf("cidrs %s, retention %s", o.VirtualMachineCIDRs, o.LeaseRetention)
+			}
+		}},
+		{name: "bad cidr", args: append(required, "--virtual-machine-cidrs=10.66.10.1/24"), wantErr: `--virtual-machine-cidrs: CIDR "10.66.10.1/24": host bits are set`},
+		{name: "negative retention", args: append(required, "--ip-lease-retention=-1s"), wantErr: "--ip-lease-retention -1s: must not be negative"},
 		{name: "unknown flag", args: append(required, "--nope"), wantErr: "flag provided but not defined: -nope"},
 		{name: "extra argument", args: append(required, "extra"), wantErr: `unexpected arguments: ["extra"]`},
 	}

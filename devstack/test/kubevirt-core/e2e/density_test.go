@@ -19,11 +19,11 @@ import (
 // densityVMs is how many VMs BenchmarkVMStartDensity creates at once.
 const densityVMs = 10
 
-// BenchmarkVMStartDensity creates densityVMs small VMs at once on one local node and reports the
+// BenchmarkVMStartDensity creates densityVMs small VMs at once on the shared cluster (two local nodes) and reports the
 // create-to-Running latency (p50, p95) and the API writes each VMI start costs, counted from the
 // apiserver's own request metrics. Run it with `make bench-vms`.
 func BenchmarkVMStartDensity(b *testing.B) {
-	c := startCluster(b, "density-node")
+	c := startCluster(b)
 	// Ten pollers at once would wait on client-side throttling and blur the latencies.
 	c.rest.QPS, c.rest.Burst = 200, 400
 	kc := kubevirtClient(b, c)

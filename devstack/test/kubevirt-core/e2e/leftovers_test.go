@@ -12,8 +12,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/devstack/core"
 	"github.com/d8virt/devstack/localnet"
+	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/proc"
 	"github.com/d8virt/devstack/testenv"
@@ -43,7 +43,7 @@ func launcherFootprint(t *testing.T, c *cluster, kc client.Client, vmi *kubevirt
 	if err := syscall.Stat(netns, &st); err != nil {
 		t.Fatalf("launcher pod's network namespace: %v", err)
 	}
-	dir := nodeagent.Layout{Root: core.NodeRoot(c.stack, pod.Spec.NodeName)}.PodDir(pod.UID)
+	dir := nodeagent.Layout{Root: moduletest.NodeRoot(c.stack, pod.Spec.NodeName)}.PodDir(pod.UID)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("launcher pod's directory: %v", err)
 	}

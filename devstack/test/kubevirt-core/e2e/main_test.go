@@ -1,6 +1,9 @@
-// Package e2e runs virtual machines for real: a control plane of its own, kubevirt-core with a
-// rewriter in front of every component, a local node agent running virt-handler and the launcher
-// Pods, and the tiny guest booting under QEMU (TCG) through each launcher's own libvirtd.
+// Package e2e runs virtual machines for real: a control plane of its own with two local nodes
+// (node agents), the module installed from the chart as `make run` installs it (virt-operator
+// installs virt-api, virt-controller and virt-handler, each behind its rewriter sidecar and
+// under its own ServiceAccount), and the tiny guest booting under QEMU (TCG) through each
+// launcher's own libvirtd. The tests share that one installed module: installing it costs more
+// than most tests.
 package e2e
 
 import (
@@ -8,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +22,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/core"
-	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 )
@@ -27,52 +31,99 @@ import (
 func TestMain(m *testing.M) {
 	// The tests' own clients log nothing worth reading; the components' logs are dumped on failure.
 	ctrllog.SetLogger(logr.Discard())
-	testenv.Main(m)
+	testenv.Main(m, stopShared)
 }
 
 // guestImage is the containerDisk reference the tests' VMs boot.
 const guestImage = "d8v.local/tiny-guest:e2e"
 
-// cluster is one local cluster with nodes, set up for a test.
+// nodes are the shared cluster's local nodes; live migration needs two.
+var nodes = []string{"node-a", "node-b"}
+
+// cluster is the local cluster with the module the tests share.
 type cluster struct {
 	stack *controlplane.Stack
 	// kubevirt is the kubeconfig that talks kubevirt.io through a rewriter, as users of the core do.
 	kubevirt string
 	rest     *rest.Config
 	nodes    []string
-	// core is how the core was placed on the stack.
-	core core.Options
 }
 
-// startCluster imports the guest image and starts a stack of its own with the core and the given
-// nodes. Everything stops and is removed at the end of the test.
-func startCluster(t testing.TB, nodes ...string) *cluster {
+var (
+	sharedOnce sync.Once
+	shared     *moduletest.Cluster
+	sharedErr  error
+	storeDir   string
+)
+
+// startCluster returns the cluster the package's tests share, starting it and installing the
+// module on first use; it stops after the last test (stopShared). A test that fails gets the
+// tail of every component's log.
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
+	sharedOnce.Do(func() { shared, sharedErr = startShared(t) })
+	if sharedErr != nil {
+		t.Fatalf("the shared cluster: %v", sharedErr)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			var b strings.Builder
+			shared.Logs(&b)
+			t.Log(b.String())
+		}
+	})
+	cfg, err := clientcmd.BuildConfigFromFlags("", shared.Kubevirt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{stack: shared.Stack, kubevirt: shared.Kubevirt, rest: cfg, nodes: shared.Nodes}
+}
+
+func startShared(t testing.TB) (*moduletest.Cluster, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	repo, err := filepath.Abs(filepath.Join("..", "..", "..", ".."))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	img, err := guest.BuildImage(testenv.Context(t))
+	img, err := guest.BuildImage(ctx)
 	if err != nil {
-		t.Fatalf("guest image: %v", err)
+		return nil, fmt.Errorf("guest image: %w", err)
 	}
-	store := t.TempDir()
-	if _, err := nodeagent.ImportImage(store, guestImage, img.Disk); err != nil {
-		t.Fatal(err)
+	if storeDir, err = os.MkdirTemp("", "d8v-e2e-images-"); err != nil {
+		return nil, err
 	}
-	// Test hosts are machine-wide: e2e binaries running side by side (other packages, other
-	// checkouts) must each have their own virt-api host, or they share its ports and one's
-	// cleanup removes the other's.
-	host := fmt.Sprintf("e2e-virt-api-%d", os.Getpid())
-	cc := coretest.Start(t, coretest.Config{Repo: repo, HostName: host, Nodes: nodes, ImageStore: store})
-	cfg, err := clientcmd.BuildConfigFromFlags("", cc.Kubevirt)
+	if _, err := nodeagent.ImportImage(storeDir, guestImage, img.Disk); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: storeDir, Log: os.Stderr})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &cluster{stack: cc.Stack, kubevirt: cc.Kubevirt, rest: cfg, nodes: nodes, core: cc.Core}
+	if err := c.Install(ctx); err != nil {
+		c.Logs(os.Stderr)
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "e2e: the shared cluster with the module is up after %s\n", time.Since(start).Round(time.Second))
+	return c, nil
+}
+
+// stopShared stops the shared cluster after the last test.
+func stopShared() error {
+	var err error
+	if shared != nil {
+		err = shared.Stop()
+	}
+	if storeDir != "" {
+		if rmErr := os.RemoveAll(storeDir); err == nil {
+			err = rmErr
+		}
+	}
+	return err
 }
 
 // eventually polls check until it is nil or the timeout passes.

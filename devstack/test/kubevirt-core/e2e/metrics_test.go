@@ -9,9 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/d8virt/devstack/core"
+	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
 )
@@ -43,51 +42,59 @@ type series struct {
 	min    float64
 }
 
-// checkMetrics scrapes virt-controller, virt-api and virt-handler while a VM runs and has been
-// paused and unpaused through the subresource API. virt-handler's metrics and its rewriter's are
+// checkMetrics scrapes virt-controller, virt-api and virt-handler and their rewriters while a
+// VM runs and has been paused and unpaused through the subresource API. Every one of them is
 // behind kube-rbac-proxies, as virt-operator installs them: the test scrapes those with a token
-// of an account bound to the metrics reader role, and checks that a scrape without one, or with
-// one of an account that is no reader, is refused.
-func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
+// of an account bound to the metrics reader role, as a platform's Prometheus does, trusting the
+// core's CA, and checks that a scrape without a token, or with one of an account that is no
+// reader, is refused.
+func checkMetrics(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	apiURL, err := core.APIMetricsURL(c.core)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handlers corev1.PodList
-	if err := kc.List(ctx, &handlers, client.InNamespace(core.Namespace), client.MatchingLabels{"kubevirt.io": "virt-handler"}); err != nil || len(handlers.Items) == 0 {
-		t.Fatalf("virt-handler pods: %v (%d)", err, len(handlers.Items))
-	}
 	kube, err := kubernetes.NewForConfig(c.rest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scraper := accountToken(t, kube, metricsScraper, virtoperator.MetricsReaderRole)
 	stranger := accountToken(t, kube, "e2e-metrics-stranger", "")
-	ca, err := os.ReadFile(c.stack.CAFile())
+	ca, err := kube.CoreV1().Secrets(module.Namespace).Get(ctx, virtoperator.CASecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca)
-	// The proxies' certificate is for virt-handler's metrics Service, from the stack's CA.
-	proxied := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: roots, ServerName: virtoperator.MetricsService(virtoperator.HandlerName) + "." + core.Namespace + ".svc",
-	}}}
-	handlerURL := func(port int) string {
-		return "https://" + net.JoinHostPort(handlers.Items[0].Status.PodIP, strconv.Itoa(port)) + "/metrics"
+	roots.AppendCertsFromPEM(ca.Data["ca.crt"])
+	// podURL is the metrics URL of a port of the component's first pod (virt-handler's on the
+	// VM's node), with a client that trusts the proxies' certificate, issued for the component's
+	// metrics Service.
+	podURL := func(component string, port int) (string, *http.Client) {
+		var pods corev1.PodList
+		opts := []client.ListOption{client.InNamespace(module.Namespace), client.MatchingLabels{"kubevirt.io": component}}
+		if component == virtoperator.HandlerName {
+			opts = append(opts, client.MatchingFields{"spec.nodeName": vmi.Status.NodeName})
+		}
+		if err := kc.List(ctx, &pods, opts...); err != nil || len(pods.Items) == 0 {
+			t.Fatalf("%s pods: %v (%d)", component, err, len(pods.Items))
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: roots, ServerName: virtoperator.MetricsService(component) + "." + module.Namespace + ".svc",
+		}}}
+		return "https://" + net.JoinHostPort(pods.Items[0].Status.PodIP, strconv.Itoa(port)) + "/metrics", hc
 	}
 	for _, tc := range []struct {
-		url, token string
-		want       int
+		component string
+		port      int
+		token     string
+		want      int
 	}{
-		{handlerURL(virtoperator.MetricsPort), "", http.StatusUnauthorized},
-		{handlerURL(virtoperator.RewriterMetricsPort), "", http.StatusUnauthorized},
-		{handlerURL(virtoperator.MetricsPort), stranger, http.StatusForbidden},
+		{virtoperator.HandlerName, virtoperator.MetricsPort, "", http.StatusUnauthorized},
+		{virtoperator.HandlerName, virtoperator.RewriterMetricsPort, "", http.StatusUnauthorized},
+		{virtoperator.HandlerName, virtoperator.MetricsPort, stranger, http.StatusForbidden},
+		{virtoperator.APIName, virtoperator.MetricsPort, "", http.StatusUnauthorized},
+		{virtoperator.ControllerName, virtoperator.MetricsPort, stranger, http.StatusForbidden},
 	} {
-		eventually(t, 30*time.Second, fmt.Sprintf("%s refused", tc.url), func(ctx context.Context) error {
-			_, err := scrapeWith(ctx, proxied, tc.url, tc.token)
+		url, hc := podURL(tc.component, tc.port)
+		eventually(t, 30*time.Second, fmt.Sprintf("%s refused", url), func(ctx context.Context) error {
+			_, err := scrapeWith(ctx, hc, url, tc.token)
 			var refused statusError
 			if !errors.As(err, &refused) || int(refused) != tc.want {
 				return fmt.Errorf("got %v, want status %d", err, tc.want)
@@ -96,34 +103,35 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 		})
 	}
 	for _, tc := range []struct {
-		component, url string
-		want           []series
+		component string
+		port      int
+		want      []series
 	}{
-		{"virt-controller", "http://" + core.ControllerMetricsAddr(c.core) + "/metrics", []series{
+		{virtoperator.ControllerName, virtoperator.MetricsPort, []series{
 			{"kubevirt_vmi_phase_count", map[string]string{"phase": "running"}, 1},
 			{"controller_runtime_reconcile_total", map[string]string{"result": "success"}, 1},
 			{"workqueue_adds_total", nil, 1},
 		}},
-		{"virt-api", apiURL, []series{
+		{virtoperator.APIName, virtoperator.MetricsPort, []series{
 			{"kubevirt_virt_api_requests_total", map[string]string{"route": "virtualmachineinstances/pause", "method": "put", "code": "200"}, 1},
 			{"kubevirt_virt_api_requests_total", map[string]string{"route": "virtualmachineinstances/console"}, 1},
 			{"kubevirt_virt_api_admission_reviews_total", map[string]string{"path": "/virtualmachines-validate", "decision": "allowed"}, 1},
 			{"kubevirt_virt_api_request_duration_seconds", map[string]string{"route": "virtualmachineinstances/unpause"}, 1},
 		}},
-		{"virt-handler", handlerURL(virtoperator.MetricsPort), []series{
+		{virtoperator.APIName, virtoperator.RewriterMetricsPort, []series{
+			{"kube_api_rewriter_requests_total", nil, 1},
+		}},
+		{virtoperator.HandlerName, virtoperator.MetricsPort, []series{
 			{"controller_runtime_reconcile_total", map[string]string{"result": "success"}, 1},
 		}},
-		{"virt-handler's rewriter", handlerURL(virtoperator.RewriterMetricsPort), []series{
+		{virtoperator.HandlerName, virtoperator.RewriterMetricsPort, []series{
 			{"kube_api_rewriter_requests_total", nil, 1},
 		}},
 	} {
-		hc, token := http.DefaultClient, ""
-		if strings.HasPrefix(tc.url, "https://") {
-			hc, token = proxied, scraper
-		}
+		url, hc := podURL(tc.component, tc.port)
 		// Counters lag their requests by nothing, but the VMI collector reads an informer cache.
-		eventually(t, 30*time.Second, tc.component+" metrics", func(ctx context.Context) error {
-			families, err := scrapeWith(ctx, hc, tc.url, token)
+		eventually(t, 30*time.Second, tc.component+" metrics at "+url, func(ctx context.Context) error {
+			families, err := scrapeWith(ctx, hc, url, scraper)
 			if err != nil {
 				return err
 			}
@@ -137,22 +145,22 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client) {
 	}
 }
 
-// accountToken is a token of a new account in the core's namespace, bound to the ClusterRole
+// accountToken is a token of a new account in the module's namespace, bound to the ClusterRole
 // role unless that is empty; the account and binding go at the end of the test.
 func accountToken(t *testing.T, kube kubernetes.Interface, name, role string) string {
 	t.Helper()
 	ctx := testenv.Context(t)
-	if _, err := kube.CoreV1().ServiceAccounts(core.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().ServiceAccounts(module.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kube.CoreV1().ServiceAccounts(core.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().ServiceAccounts(module.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	if role != "" {
 		if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: core.Namespace}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: module.Namespace}},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +168,7 @@ func accountToken(t *testing.T, kube kubernetes.Interface, name, role string) st
 			_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})
 	}
-	tr, err := kube.CoreV1().ServiceAccounts(core.Namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+	tr, err := kube.CoreV1().ServiceAccounts(module.Namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))},
 	}, metav1.CreateOptions{})
 	if err != nil {

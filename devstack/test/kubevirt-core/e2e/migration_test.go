@@ -69,7 +69,7 @@ func waitMigration(t *testing.T, kc client.Client, m *kubevirtv1.VirtualMachineI
 // shell, seen through a console opened afterwards on the new node, still has what was typed
 // into it before.
 func TestLiveMigration(t *testing.T) {
-	c := startCluster(t, "node-a", "node-b")
+	c := startCluster(t)
 	kc := kubevirtClient(t, c)
 	ctx := testenv.Context(t)
 	ns := "default"

@@ -27,7 +27,7 @@ import (
 // one costs more than most of the cases. The cases use VMs of their own and run side by side:
 // most of their time is spent waiting for guests to boot and controllers to react.
 func TestVMNodeCases(t *testing.T) {
-	c := startCluster(t, "e2e-node")
+	c := startCluster(t)
 	kc := kubevirtClient(t, c)
 	// QEMU processes are found (and killed) by their domain name, <namespace>_<name>, on a machine
 	// other e2e runs may share: a namespace of this run's own keeps the names apart. The cluster

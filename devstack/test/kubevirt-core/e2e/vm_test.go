@@ -149,7 +149,7 @@ func qemuRunning(vmi *kubevirtv1.VirtualMachineInstance) bool {
 }
 
 func TestVMLifecycleOnARealGuest(t *testing.T) {
-	c := startCluster(t, "e2e-node")
+	c := startCluster(t)
 	kc := kubevirtClient(t, c)
 	ctx := testenv.Context(t)
 	ns := "default"
@@ -160,6 +160,11 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 	vmi := waitRunning(t, kc, ns, vm.Name, "")
 	if !qemuRunning(vmi) {
 		t.Fatal("the VMI is Running but no QEMU runs its domain")
+	}
+	// The cluster holds it under the renamed kind only.
+	if out, err := testenv.KubectlInput(t, c.stack.KubeconfigPath(), "", "get", "intvirtvm", vm.Name, "-n", ns, "-o", "name"); err != nil ||
+		strings.TrimSpace(out) != "internalvirtualizationvirtualmachine.internal.virtualization.deckhouse.io/"+vm.Name {
+		t.Errorf("the cluster does not hold the renamed VM: %v\n%s", err, out)
 	}
 
 	t.Log("console: the user-data command's output, and a command typed in")
@@ -221,7 +226,7 @@ func TestVMLifecycleOnARealGuest(t *testing.T) {
 		t.Fatalf("after start: %v\nconsole so far:\n%s", err, con)
 	}
 
-	checkMetrics(t, c, kc)
+	checkMetrics(t, c, kc, vmi)
 
 	t.Log("deleting the VM leaves nothing behind")
 	left := launcherFootprint(t, c, kc, vmi)

@@ -23,6 +23,7 @@ import (
 	"github.com/d8virt/kube-api-rewriter/pkg/rewrite"
 	"github.com/d8virt/kube-api-rewriter/pkg/rules"
 	"github.com/d8virt/kube-api-rewriter/pkg/transport"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/replicaset"
@@ -86,7 +87,7 @@ func setup(t *testing.T) *fixture {
 		if err := vm.NewReconciler(mgr.GetClient(), clk, mgr.GetEventRecorder(vm.EventSource)).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := vmi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage}, clk,
+		if err := vmi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage, Log: logopts.Default()}, clk,
 			mgr.GetEventRecorder(vmi.EventSource)).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func setup(t *testing.T) *fixture {
 		if err := nodes.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
-		if err := migration.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage}, clk).SetupWithManager(mgr); err != nil {
+		if err := migration.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage, Log: logopts.Default()}, clk).SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
 		go func() { _ = mgr.Start(context.Background()) }()

@@ -13,6 +13,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 )
 
 // Names KubeVirt v1.6 uses on the launcher Pod; tools (kubectl, virtctl, monitoring) rely on them.
@@ -180,6 +181,8 @@ type LauncherConfig struct {
 	// Emulation makes every launcher run its guest under TCG, for nodes without working KVM
 	// (KubeVirt's developerConfiguration.useEmulation).
 	Emulation bool
+	// Log is the launchers' log level and format: virt-controller's own.
+	Log logopts.Options
 }
 
 // Volumes of the launcher Pod and where the compute container sees them. virt-handler finds the
@@ -209,7 +212,7 @@ func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 	if cfg.Emulation {
 		cmd = append(cmd, "--emulation")
 	}
-	return cmd
+	return append(cmd, cfg.Log.Args()...)
 }
 
 func hasContainerDisk(vmi *kubevirtv1.VirtualMachineInstance) bool {

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/d8virt/kubevirt-core/pkg/logopts"
 )
 
 func newVMI(mut ...func(*kubevirtv1.VirtualMachineInstance)) *kubevirtv1.VirtualMachineInstance {
@@ -33,7 +35,8 @@ func TestNewLauncherPodShape(t *testing.T) {
 		vmi.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
 		vmi.Spec.Subdomain = "sub"
 	})
-	pod := NewLauncherPod(vmi, LauncherConfig{Image: "launcher:v1"})
+	// The launcher logs as virt-controller does.
+	pod := NewLauncherPod(vmi, LauncherConfig{Image: "launcher:v1", Log: logopts.Options{Level: "debug", Format: "text"}})
 
 	if pod.GenerateName != "virt-launcher-demo-" || pod.Name != "" || pod.Namespace != "ns" {
 		t.Errorf("naming %q %q %q", pod.GenerateName, pod.Name, pod.Namespace)
@@ -62,7 +65,8 @@ func TestNewLauncherPodShape(t *testing.T) {
 		t.Fatalf("containers %+v", pod.Spec.Containers)
 	}
 	c := pod.Spec.Containers[0]
-	wantCmd := []string{"virt-launcher", "--name", "demo", "--namespace", "ns", "--uid", "vmi-uid", "--grace-period-seconds", "45"}
+	wantCmd := []string{"virt-launcher", "--name", "demo", "--namespace", "ns", "--uid", "vmi-uid", "--grace-period-seconds", "45",
+		"--log-level=debug", "--log-format=text"}
 	if c.Name != "compute" || c.Image != "launcher:v1" || !slices.Equal(c.Command, wantCmd) {
 		t.Errorf("compute container %s %s %v", c.Name, c.Image, c.Command)
 	}
@@ -96,7 +100,7 @@ func TestLauncherGracePeriod(t *testing.T) {
 	} {
 		pod := NewLauncherPod(newVMI(func(vmi *kubevirtv1.VirtualMachineInstance) { vmi.Spec.TerminationGracePeriodSeconds = tc.vmi }), LauncherConfig{Image: "img"})
 		cmd := pod.Spec.Containers[0].Command
-		if got := cmd[len(cmd)-1]; got != tc.launcher || *pod.Spec.TerminationGracePeriodSeconds != tc.pod {
+		if got := cmd[slices.Index(cmd, "--grace-period-seconds")+1]; got != tc.launcher || *pod.Spec.TerminationGracePeriodSeconds != tc.pod {
 			t.Errorf("grace %v: launcher %s pod %d, want %s %d", tc.vmi, got, *pod.Spec.TerminationGracePeriodSeconds, tc.launcher, tc.pod)
 		}
 	}

@@ -1,0 +1,250 @@
+package module
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vmManifest: a default class, a VirtualDisk over a claim the test makes (on a hostPath volume
+// whose directory holds the tiny guest as a raw disk.img: this stack has no provisioner, and the
+// disk controller that would import it is not merged yet), and a friendly VM that names no class,
+// with runPolicy AlwaysOff and inline cloud-init. VOLUME_DIR is the volume's directory.
+const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
+kind: VirtualMachineClass
+metadata:
+  name: module-e2e
+  annotations:
+    virtualmachineclass.virtualization.deckhouse.io/is-default-class: "true"
+spec:
+  cpu:
+    type: Host
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: module-e2e-root
+spec:
+  capacity:
+    storage: 64Mi
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath:
+    path: VOLUME_DIR
+  claimRef:
+    namespace: default
+    name: module-e2e-root
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: module-e2e-root
+  namespace: default
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: module-e2e-root
+  resources:
+    requests:
+      storage: 64Mi
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualDisk
+metadata:
+  name: module-e2e-root
+  namespace: default
+spec:
+  persistentVolumeClaim:
+    size: 64Mi
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachine
+metadata:
+  name: module-e2e
+  namespace: default
+spec:
+  runPolicy: AlwaysOff
+  cpu:
+    cores: 1
+    coreFraction: 50%
+  memory:
+    size: 128Mi
+  blockDeviceRefs:
+    - kind: VirtualDisk
+      name: module-e2e-root
+  provisioning:
+    type: UserData
+    userData: |
+      #cloud-config
+      runcmd:
+      - echo hello from module-e2e
+`
+
+// checkVirtualMachine checks the VirtualMachine controller through the chart's
+// virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
+// (the internal VM is read back through the admin's renamed names): the default class fills the
+// VM's class, a disk not ready keeps the VM Pending, the internal VM appears with the VM's spec
+// once it is, AlwaysOff keeps it off, AlwaysOn boots the real guest (its console answers), a
+// change of cores waits for a restart, `kubectl get vm` shows the columns, a poweroff inside the
+// guest with AlwaysOn starts it again (with the new cores), with AlwaysOnUnlessStoppedManually it
+// stays Stopped, a class in use outlives its deletion, and deleting the VM removes the internal VM
+// and VMI.
+func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
+	t.Helper()
+	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
+	kc := st.s.KubeconfigPath()
+	volume := t.TempDir()
+	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", st.guestDisk, filepath.Join(volume, "disk.img")).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img convert: %v\n%s", err, out)
+	}
+	manifest := filepath.Join(t.TempDir(), "vm.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.ReplaceAll(vmManifest, "VOLUME_DIR", volume)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.kubectl(t, kc, "apply", "-f", manifest)
+	defer st.kubectl(t, kc, "delete", "-f", manifest, "--ignore-not-found", "--timeout=120s")
+	get := func(kind, jsonpath string) string {
+		return st.kubectl(t, kc, "-n", "default", "get", kind, "-o", "jsonpath="+jsonpath)
+	}
+	wait := func(kind, cond string, timeout time.Duration) {
+		t.Helper()
+		st.kubectl(t, kc, "-n", "default", "wait", kind, "--for="+cond, "--timeout="+timeout.String())
+	}
+
+	wait("vmclass/module-e2e", "jsonpath={.status.phase}=Ready", time.Minute)
+	if got := get("vmclass/module-e2e", "{.status.availableNodes}"); !strings.Contains(got, nodeName) {
+		t.Errorf("class availableNodes %s", got)
+	}
+	wait("vm/module-e2e", "jsonpath={.spec.virtualMachineClassName}=module-e2e", time.Minute)
+	wait("vm/module-e2e", "jsonpath={.status.conditions[?(@.type=='BlockDevicesReady')].status}=False", time.Minute)
+	if got := get("vm/module-e2e", "{.status.phase}"); got != "Pending" {
+		t.Errorf("phase with the disk not ready: %s", got)
+	}
+	if out := st.kubectl(t, kc, "-n", "default", "get", "internalvirtualizationvirtualmachines", "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+		t.Errorf("an internal VM before its disk is ready: %s", out)
+	}
+
+	// The disk controller is not on this branch yet: mark the disk Ready on its claim.
+	st.kubectl(t, kc, "-n", "default", "patch", "vd/module-e2e-root", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"phase":"Ready","capacity":"64Mi","target":{"persistentVolumeClaimName":"module-e2e-root"}}}`)
+	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", time.Minute)
+	internal := "internalvirtualizationvirtualmachines/module-e2e"
+	checks := map[string]string{
+		"{.spec.runStrategy}":                                                                   "Manual",
+		"{.metadata.ownerReferences[0].kind}":                                                   "VirtualMachine",
+		"{.spec.template.spec.domain.cpu.cores}":                                                "1",
+		"{.spec.template.spec.domain.resources.requests.cpu}":                                   "500m",
+		"{.spec.template.spec.domain.resources.limits.cpu}":                                     "1",
+		"{.spec.template.spec.domain.memory.guest}":                                             "128Mi",
+		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      "module-e2e-root",
+		"{.spec.template.spec.domain.devices.disks[0].bootOrder}":                               "1",
+		"{.spec.template.spec.domain.cpu.model}":                                                "host-model",
+		"{.spec.template.spec.networks[0].name}":                                                "default",
+		"{.spec.template.metadata.labels.virtualization\\.deckhouse\\.io/virtual-machine-name}": "module-e2e",
+	}
+	for path, want := range checks {
+		if got := get(internal, path); got != want {
+			t.Errorf("internal VM %s = %q, want %q", path, got, want)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	if out := st.kubectl(t, kc, "-n", "default", "get", "internalvirtualizationvirtualmachineinstances", "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+		t.Errorf("AlwaysOff started the VM: %s", out)
+	}
+
+	t.Log("runPolicy AlwaysOn boots the guest")
+	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOn"}}`)
+	wait("vm/module-e2e", "jsonpath={.status.phase}=Running", 3*time.Minute)
+	if got := get("vm/module-e2e", "{.status.nodeName}"); got != nodeName {
+		t.Errorf("nodeName %q", got)
+	}
+	if got := get("vm/module-e2e", "{.status.resources.cpu.coreFraction}"); got != "50%" {
+		t.Errorf("resources.cpu.coreFraction %q", got)
+	}
+	out := st.kubectl(t, kc, "-n", "default", "get", "vm", "module-e2e")
+	for _, col := range []string{"PHASE", "CORES", "COREFRACTION", "MEMORY", "NEED RESTART", "AGENT", "NODE", "IPADDRESS", "Running", nodeName} {
+		if !strings.Contains(out, col) {
+			t.Errorf("kubectl get vm has no %q:\n%s", col, out)
+		}
+	}
+	con := openConsole(t, ctx, st.kubevirt, "module-e2e")
+	if _, err := con.WaitFor(regexp.MustCompile(`hello from module-e2e`), 2*time.Minute); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
+
+	t.Log("a change of cores waits for a restart")
+	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"cpu":{"cores":2}}}`)
+	wait("vm/module-e2e", "jsonpath={.status.conditions[?(@.type=='AwaitingRestartToApplyConfiguration')].status}=True", time.Minute)
+	if got := get("vm/module-e2e", "{.status.restartAwaitingChanges[0].path}"); got != "/cpu/cores" {
+		t.Errorf("restartAwaitingChanges path %q", got)
+	}
+	if out := st.kubectl(t, kc, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=module-e2e", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(out, "VirtualMachinePhaseChanged") {
+		t.Errorf("events of the VM: %q", out)
+	}
+
+	t.Log("AlwaysOn: a poweroff inside the guest starts it again, with the new cores")
+	vmi := "internalvirtualizationvirtualmachineinstances/module-e2e"
+	uid := get(vmi, "{.metadata.uid}")
+	if err := con.Write("poweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = con.Close()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		now := st.kubectl(t, kc, "-n", "default", "get", vmi, "--ignore-not-found", "-o", "jsonpath={.metadata.uid} {.status.phase}")
+		if f := strings.Fields(now); len(f) == 2 && f[0] != uid && f[1] == "Running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new running VMI after the poweroff: %q (was %s)", now, uid)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	wait("vm/module-e2e", "jsonpath={.status.conditions[?(@.type=='AwaitingRestartToApplyConfiguration')].status}=False", time.Minute)
+	if got := get("vm/module-e2e", "{.status.resources.cpu.cores}"); got != "2" {
+		t.Errorf("cores after the restart %q", got)
+	}
+
+	t.Log("AlwaysOnUnlessStoppedManually: a poweroff inside the guest leaves it Stopped")
+	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOnUnlessStoppedManually"}}`)
+	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
+	answer := regexp.MustCompile(`answer-42`)
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted guest does not answer\nconsole so far:\n%s", con)
+		}
+	}
+	if err := con.Write("poweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = con.Close()
+	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", 2*time.Minute)
+	time.Sleep(5 * time.Second)
+	if got := get("vm/module-e2e", "{.status.phase}"); got != "Stopped" {
+		t.Errorf("phase a while after the poweroff: %s", got)
+	}
+
+	t.Log("a class in use outlives its deletion; deleting the VM removes the internal VM and VMI")
+	st.kubectl(t, kc, "delete", "vmclass/module-e2e", "--wait=false")
+	wait("vmclass/module-e2e", "jsonpath={.status.phase}=Terminating", time.Minute)
+	st.kubectl(t, kc, "-n", "default", "delete", "vm/module-e2e", "--timeout=2m")
+	for _, kind := range []string{"internalvirtualizationvirtualmachines", "internalvirtualizationvirtualmachineinstances"} {
+		if out := st.kubectl(t, kc, "-n", "default", "get", kind, "--ignore-not-found", "-o", "name"); strings.Contains(out, "module-e2e") {
+			t.Errorf("%s left after the VM: %s", kind, out)
+		}
+	}
+	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
+}

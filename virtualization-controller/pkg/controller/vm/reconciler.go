@@ -1,0 +1,424 @@
+// Package vm is the VirtualMachine controller: it builds one internal KubeVirt VM per friendly
+// VirtualMachine (same name and namespace, owned by it), enforces the run policy through the
+// internal VM's state change requests, and reports the status.
+//
+// The decisions are pure (builder.go, devices.go, runpolicy.go, changes.go, status.go,
+// events.go); the reconciler reads the objects and carries the decisions out.
+package vm
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
+)
+
+// EventSource is the controller's name in the events it records.
+const EventSource = "virtualmachine-controller"
+
+// Finalizer keeps a VM until its internal VM and VMI are gone.
+const Finalizer = "virtualization.deckhouse.io/vm-cleanup"
+
+// Reconciler keeps the internal VM in line with a friendly VM. Level-based: each reconcile reads
+// everything afresh.
+type Reconciler struct {
+	client client.Client
+	// apiReader reads Secrets past the cache: the controller does not watch Secrets.
+	apiReader client.Reader
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
+}
+
+// NewReconciler wires a Reconciler.
+func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
+	return &Reconciler{client: c, apiReader: apiReader, clock: clk, recorder: recorder}
+}
+
+// SetupWithManager watches VMs, the internal VMs they own, the internal VMIs (same name), and
+// the objects VMs depend on.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha2.VirtualMachine{}).
+		Owns(&kubevirtv1.VirtualMachine{}).
+		Watches(&kubevirtv1.VirtualMachineInstance{}, sameName).
+		Watches(&v1alpha2.VirtualDisk{}, r.usersOf(KindVirtualDisk)).
+		Watches(&v1alpha2.VirtualImage{}, r.usersOf(KindVirtualImage)).
+		Watches(&v1alpha2.ClusterVirtualImage{}, r.usersOf(KindClusterVirtualImage)).
+		Watches(&v1alpha3.VirtualMachineClass{}, r.usersOf("")).
+		Watches(&v1alpha2.VirtualMachineIPAddress{}, r.usersOf("VirtualMachineIPAddress")).
+		Named("virtualmachine").
+		Complete(r)
+}
+
+// usersOf maps an object to the VMs that use it: a block device of kind, a class (kind empty),
+// or a VirtualMachineIPAddress.
+func (r *Reconciler) usersOf(kind v1alpha2.BlockDeviceKind) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var vms v1alpha2.VirtualMachineList
+		if err := r.client.List(ctx, &vms, client.InNamespace(o.GetNamespace())); err != nil {
+			log.FromContext(ctx).Error(err, "list VirtualMachines for a dependency", "kind", kind, "name", o.GetName())
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range vms.Items {
+			if uses(&vms.Items[i], kind, o) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
+			}
+		}
+		return out
+	})
+}
+
+func uses(vm *v1alpha2.VirtualMachine, kind v1alpha2.BlockDeviceKind, o client.Object) bool {
+	switch kind {
+	case "":
+		return vm.Spec.VirtualMachineClassName == o.GetName() || vm.Spec.VirtualMachineClassName == ""
+	case "VirtualMachineIPAddress":
+		return true
+	}
+	for _, ref := range vm.Spec.BlockDeviceRefs {
+		if ref.Kind == kind && ref.Name == o.GetName() {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconcile brings one VM a step closer to its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vm := &v1alpha2.VirtualMachine{}
+	if err := r.client.Get(ctx, req.NamespacedName, vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	internal, err := getOptional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachine{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	vmi, err := getOptional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachineInstance{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if vm.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.cleanup(ctx, vm, internal, vmi)
+	}
+	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
+		controllerutil.AddFinalizer(vm, Finalizer)
+		if err := r.client.Update(ctx, vm); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add the finalizer: %w", err)
+		}
+	}
+	in, err := r.inputs(ctx, vm, internal, vmi)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if in.DependenciesReady() {
+		if in.Internal, err = r.applyInternal(ctx, in); err != nil {
+			// The core's webhooks may deny the internal VM: the user sees why.
+			r.event(vm, Event{Type: corev1.EventTypeWarning, Reason: string(vmcondition.ReasonInternalVirtualMachineError), Note: err.Error()})
+			return ctrl.Result{}, err
+		}
+	}
+	if in.Internal != nil {
+		if err := r.power(ctx, in); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, in)
+}
+
+func getOptional[T client.Object](ctx context.Context, c client.Reader, key types.NamespacedName, obj T) (T, error) {
+	var zero T
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return zero, nil
+		}
+		return zero, fmt.Errorf("get %T %s: %w", obj, key, err)
+	}
+	return obj, nil
+}
+
+// inputs reads what the VM depends on: its class (the default one when it names none, written
+// into its spec), block devices, cloud-init Secret and IP address.
+func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, internal *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*StatusInputs, error) {
+	in := &StatusInputs{VM: vm, Internal: internal, VMI: vmi, Now: metav1.NewTime(r.clock.Now())}
+	if err := r.readClass(ctx, in); err != nil {
+		return nil, err
+	}
+	for _, ref := range vm.Spec.BlockDeviceRefs {
+		d, err := r.device(ctx, vm.Namespace, ref)
+		if err != nil {
+			return nil, err
+		}
+		in.Devices = append(in.Devices, d)
+	}
+	problem, err := r.provisioningProblem(ctx, vm)
+	if err != nil {
+		return nil, err
+	}
+	in.ProvisioningProblem = problem
+	if in.IPAddress, err = r.ipAddress(ctx, vm); err != nil {
+		return nil, err
+	}
+	if vmi != nil && vmi.DeletionTimestamp == nil {
+		if applied, ok := vmi.Annotations[AnnotationAppliedSpec]; ok {
+			if in.Changes, err = RestartAwaitingChanges(applied, &vm.Spec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return in, nil
+}
+
+func (r *Reconciler) readClass(ctx context.Context, in *StatusInputs) error {
+	vm := in.VM
+	if vm.Spec.VirtualMachineClassName == "" {
+		var classes v1alpha3.VirtualMachineClassList
+		if err := r.client.List(ctx, &classes); err != nil {
+			return fmt.Errorf("list VirtualMachineClasses: %w", err)
+		}
+		name, problem := DefaultClass(classes.Items)
+		if problem != "" {
+			in.ClassProblem = problem
+			return nil
+		}
+		patch := client.MergeFrom(vm.DeepCopy())
+		vm.Spec.VirtualMachineClassName = name
+		if err := r.client.Patch(ctx, vm, patch); err != nil {
+			return fmt.Errorf("set spec.virtualMachineClassName to the default class %s: %w", name, err)
+		}
+	}
+	class, err := getOptional(ctx, r.client, types.NamespacedName{Name: vm.Spec.VirtualMachineClassName}, &v1alpha3.VirtualMachineClass{})
+	switch {
+	case err != nil:
+		return err
+	case class == nil:
+		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", vm.Spec.VirtualMachineClassName)
+	case class.DeletionTimestamp != nil:
+		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s is being deleted", class.Name)
+	default:
+		in.Class = class
+	}
+	return nil
+}
+
+// DefaultClass is the name of the one class annotated as the default; a problem when there is
+// none or more than one.
+func DefaultClass(classes []v1alpha3.VirtualMachineClass) (string, string) {
+	var names []string
+	for i := range classes {
+		if classes[i].Annotations[v1alpha2.AnnotationDefaultClass] == "true" {
+			names = append(names, classes[i].Name)
+		}
+	}
+	switch len(names) {
+	case 1:
+		return names[0], ""
+	case 0:
+		return "", "spec.virtualMachineClassName is empty and no VirtualMachineClass is annotated " + v1alpha2.AnnotationDefaultClass + "=true"
+	}
+	return "", fmt.Sprintf("spec.virtualMachineClassName is empty and several VirtualMachineClasses are the default: %v", names)
+}
+
+func (r *Reconciler) device(ctx context.Context, ns string, ref v1alpha2.BlockDeviceSpecRef) (Device, error) {
+	key := types.NamespacedName{Namespace: ns, Name: ref.Name}
+	switch ref.Kind {
+	case KindVirtualDisk:
+		vd, err := getOptional(ctx, r.client, key, &v1alpha2.VirtualDisk{})
+		return DiskDevice(ref, vd), err
+	case KindVirtualImage:
+		vi, err := getOptional(ctx, r.client, key, &v1alpha2.VirtualImage{})
+		return VirtualImageDevice(ref, vi), err
+	case KindClusterVirtualImage:
+		cvi, err := getOptional(ctx, r.client, types.NamespacedName{Name: ref.Name}, &v1alpha2.ClusterVirtualImage{})
+		return ClusterVirtualImageDevice(ref, cvi), err
+	}
+	return Device{Ref: ref, Reason: fmt.Sprintf("spec.blockDeviceRefs kind %q is not supported", ref.Kind)}, nil
+}
+
+// provisioningProblem checks the Secret a UserDataRef names: it exists, has the cloud-init type
+// and a userData key.
+func (r *Reconciler) provisioningProblem(ctx context.Context, vm *v1alpha2.VirtualMachine) (string, error) {
+	p := vm.Spec.Provisioning
+	if p == nil || p.Type != v1alpha2.ProvisioningTypeUserDataRef || p.UserDataRef == nil {
+		return "", nil
+	}
+	s, err := getOptional(ctx, r.apiReader, types.NamespacedName{Namespace: vm.Namespace, Name: p.UserDataRef.Name}, &corev1.Secret{})
+	if err != nil {
+		return "", err
+	}
+	return SecretProblem(p.UserDataRef.Name, s), nil
+}
+
+// SecretProblem says why a cloud-init Secret (nil: not found) cannot be used; empty when it can.
+func SecretProblem(name string, s *corev1.Secret) string {
+	switch {
+	case s == nil:
+		return fmt.Sprintf("spec.provisioning.userDataRef: Secret %s not found", name)
+	case s.Type != v1alpha2.SecretTypeCloudInit:
+		return fmt.Sprintf("spec.provisioning.userDataRef: Secret %s has type %q, want %q", name, s.Type, v1alpha2.SecretTypeCloudInit)
+	case len(s.Data["userData"]) == 0:
+		return fmt.Sprintf("spec.provisioning.userDataRef: Secret %s has no key userData", name)
+	}
+	return ""
+}
+
+// ipAddress is the VM's VirtualMachineIPAddress: the one its spec names, else the one of its
+// namespace whose status names the VM; nil when there is none.
+func (r *Reconciler) ipAddress(ctx context.Context, vm *v1alpha2.VirtualMachine) (*v1alpha2.VirtualMachineIPAddress, error) {
+	if name := vm.Spec.VirtualMachineIPAddressName; name != "" {
+		return getOptional(ctx, r.client, types.NamespacedName{Namespace: vm.Namespace, Name: name}, &v1alpha2.VirtualMachineIPAddress{})
+	}
+	var list v1alpha2.VirtualMachineIPAddressList
+	if err := r.client.List(ctx, &list, client.InNamespace(vm.Namespace)); err != nil {
+		return nil, fmt.Errorf("list VirtualMachineIPAddresses: %w", err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.VirtualMachineName == vm.Name {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// applyInternal creates the internal VM, or updates its spec to the one built now.
+func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kubevirtv1.VirtualMachine, error) {
+	ip := ""
+	if in.IPAddress != nil {
+		ip = in.IPAddress.Status.Address
+	}
+	desired, err := Build(Inputs{VM: in.VM, Class: in.Class, Devices: in.Devices, IPAddress: ip})
+	if err != nil {
+		return nil, err
+	}
+	cur := in.Internal
+	if cur == nil {
+		if StartsAtCreation(in.VM.Spec.RunPolicy) {
+			desired.Annotations[AnnotationStartPending] = "true"
+		}
+		if err := r.client.Create(ctx, desired); err != nil {
+			return nil, fmt.Errorf("create the internal VM: %w", err)
+		}
+		r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "InternalVirtualMachineCreated", Note: "created the internal VM"})
+		return desired, nil
+	}
+	hash := desired.Annotations[AnnotationSpecHash]
+	if cur.Annotations[AnnotationSpecHash] == hash && equality.Semantic.DeepEqual(cur.Labels, desired.Labels) {
+		return cur, nil
+	}
+	cur = cur.DeepCopy()
+	cur.Spec, cur.Labels = desired.Spec, desired.Labels
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[AnnotationSpecHash] = hash
+	if err := r.client.Update(ctx, cur); err != nil {
+		return nil, fmt.Errorf("update the internal VM: %w", err)
+	}
+	return cur, nil
+}
+
+// power carries DecidePower out: the state change requests on the internal VM's status, then
+// the start-pending mark off.
+func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
+	internal := in.Internal
+	startPending := internal.Annotations[AnnotationStartPending] != ""
+	automatic := in.VM.Spec.Disruptions != nil && in.VM.Spec.Disruptions.RestartApprovalMode == v1alpha2.Automatic
+	p := DecidePower(PowerInputs{
+		Policy: in.VM.Spec.RunPolicy, StartPending: startPending,
+		RequestsPending: len(internal.Status.StateChangeRequests) > 0, VMI: in.VMI,
+		RestartForChanges: automatic && len(in.Changes) > 0,
+	})
+	if p != PowerNone {
+		log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
+		internal = internal.DeepCopy()
+		internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
+		if err := r.client.Status().Update(ctx, internal); err != nil {
+			return fmt.Errorf("ask the core to %s the VM: %w", p, err)
+		}
+		r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
+	}
+	if startPending && (p == PowerStart || in.VMI != nil) {
+		patch := client.MergeFrom(internal.DeepCopy())
+		delete(internal.Annotations, AnnotationStartPending)
+		if err := r.client.Patch(ctx, internal, patch); err != nil {
+			return fmt.Errorf("remove %s: %w", AnnotationStartPending, err)
+		}
+	}
+	in.Internal = internal
+	return nil
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, in *StatusInputs) error {
+	old := in.VM.Status.DeepCopy()
+	st := Status(in)
+	if equality.Semantic.DeepEqual(*old, st) {
+		return nil
+	}
+	in.VM.Status = st
+	if err := r.client.Status().Update(ctx, in.VM); err != nil {
+		return fmt.Errorf("update the status: %w", err)
+	}
+	for _, e := range Transitions(old, &st) {
+		r.event(in.VM, e)
+	}
+	return nil
+}
+
+// cleanup deletes the internal VM (the core removes its VMI first) and lets the VM go once both
+// are gone.
+func (r *Reconciler) cleanup(ctx context.Context, vm *v1alpha2.VirtualMachine, internal *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if !controllerutil.ContainsFinalizer(vm, Finalizer) {
+		return nil
+	}
+	if vm.Status.Phase != v1alpha2.MachineTerminating {
+		in := &StatusInputs{VM: vm, Internal: internal, VMI: vmi, Now: metav1.NewTime(r.clock.Now())}
+		if err := r.writeStatus(ctx, in); err != nil {
+			return err
+		}
+	}
+	if internal != nil {
+		if internal.DeletionTimestamp == nil {
+			if err := r.client.Delete(ctx, internal); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete the internal VM: %w", err)
+			}
+		}
+		return nil // the internal VM's deletion requeues
+	}
+	if vmi != nil {
+		if vmi.DeletionTimestamp == nil {
+			if err := r.client.Delete(ctx, vmi); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete the internal VMI: %w", err)
+			}
+		}
+		return nil
+	}
+	controllerutil.RemoveFinalizer(vm, Finalizer)
+	if err := r.client.Update(ctx, vm); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove the finalizer: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(vm *v1alpha2.VirtualMachine, e Event) {
+	r.recorder.Eventf(vm, nil, e.Type, e.Reason, "Reconcile", "%s", e.Note)
+}

@@ -1,0 +1,227 @@
+package vm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
+)
+
+type world struct {
+	t        *testing.T
+	c        client.Client
+	r        *Reconciler
+	recorder *events.FakeRecorder
+}
+
+func newWorld(t *testing.T, objs ...client.Object) *world {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The plain tracker: the managed-fields one cannot convert the VMI's uint64 fields.
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha2.VirtualMachine{}, &kubevirtv1.VirtualMachine{}, &v1alpha2.VirtualDisk{}).Build()
+	rec := events.NewFakeRecorder(100)
+	return &world{t: t, c: c, recorder: rec,
+		r: NewReconciler(c, c, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), rec)}
+}
+
+func (w *world) reconcile() {
+	w.t.Helper()
+	if _, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) vm() *v1alpha2.VirtualMachine {
+	w.t.Helper()
+	vm := &v1alpha2.VirtualMachine{}
+	if err := w.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, vm); err != nil {
+		w.t.Fatal(err)
+	}
+	return vm
+}
+
+func (w *world) internal() *kubevirtv1.VirtualMachine {
+	w.t.Helper()
+	kv := &kubevirtv1.VirtualMachine{}
+	if err := w.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, kv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		w.t.Fatal(err)
+	}
+	return kv
+}
+
+func reconcilerVM() *v1alpha2.VirtualMachine {
+	vm := friendlyVM()
+	vm.UID = ""
+	vm.Spec.VirtualMachineClassName = ""
+	vm.Spec.BlockDeviceRefs = vm.Spec.BlockDeviceRefs[:1]
+	return vm
+}
+
+func defaultClass() *v1alpha3.VirtualMachineClass {
+	c := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost})
+	c.Annotations = map[string]string{v1alpha2.AnnotationDefaultClass: "true"}
+	return c
+}
+
+func TestReconcileCreatesAndStarts(t *testing.T) {
+	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}}
+	w := newWorld(t, reconcilerVM(), defaultClass(), vd)
+
+	w.reconcile()
+	vm := w.vm()
+	if vm.Spec.VirtualMachineClassName != "generic" {
+		t.Errorf("class %q, want the default generic", vm.Spec.VirtualMachineClassName)
+	}
+	if vm.Status.Phase != v1alpha2.MachinePending || !meta.IsStatusConditionFalse(vm.Status.Conditions, string(vmcondition.TypeBlockDevicesReady)) {
+		t.Errorf("disk not ready: phase %s conditions %+v", vm.Status.Phase, vm.Status.Conditions)
+	}
+	if w.internal() != nil {
+		t.Fatal("an internal VM before the disk is ready")
+	}
+
+	vd.Status = v1alpha2.VirtualDiskStatus{Phase: v1alpha2.DiskReady, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: "root-pvc"}}
+	if err := w.c.Status().Update(context.Background(), vd); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	kv := w.internal()
+	if kv == nil {
+		t.Fatal("no internal VM")
+	}
+	if reqs := kv.Status.StateChangeRequests; len(reqs) != 1 || reqs[0].Action != kubevirtv1.StartRequest {
+		t.Errorf("state change requests %+v, want a Start", reqs)
+	}
+	if _, ok := kv.Annotations[AnnotationStartPending]; ok {
+		t.Error("start-pending left after the start request")
+	}
+	if got := w.vm().Status.Phase; got != v1alpha2.MachineStarting {
+		t.Errorf("phase %s, want Starting", got)
+	}
+
+	// The core serves the request and runs the guest.
+	kv.Status.StateChangeRequests = nil
+	if err := w.c.Status().Update(context.Background(), kv); err != nil {
+		t.Fatal(err)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "vmi1", Annotations: kv.Spec.Template.ObjectMeta.Annotations},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1",
+			Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{IP: "10.0.0.5"}},
+			Conditions: []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue}}},
+	}
+	if err := w.c.Create(context.Background(), vmi); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	st := w.vm().Status
+	if st.Phase != v1alpha2.MachineRunning || st.NodeName != "n1" || st.IPAddress != "10.0.0.5" || !meta.IsStatusConditionTrue(st.Conditions, string(vmcondition.TypeAgentReady)) {
+		t.Errorf("running: %+v", st)
+	}
+
+	// More cores with Automatic approval: the change awaits a restart, which the controller asks for.
+	vm = w.vm()
+	vm.Spec.CPU.Cores = 4
+	vm.Spec.Disruptions = &v1alpha2.Disruptions{RestartApprovalMode: v1alpha2.Automatic}
+	if err := w.c.Update(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	st = w.vm().Status
+	if len(st.RestartAwaitingChanges) != 1 || st.RestartAwaitingChanges[0].Path != "/cpu/cores" || !meta.IsStatusConditionTrue(st.Conditions, string(vmcondition.TypeAwaitingRestartToApplyConfiguration)) {
+		t.Errorf("restart awaiting: %+v", st.RestartAwaitingChanges)
+	}
+	kv = w.internal()
+	if kv.Spec.Template.Spec.Domain.CPU.Cores != 4 {
+		t.Errorf("internal VM cores %d, want 4", kv.Spec.Template.Spec.Domain.CPU.Cores)
+	}
+	if reqs := kv.Status.StateChangeRequests; len(reqs) != 2 || reqs[0].Action != kubevirtv1.StopRequest || reqs[1].Action != kubevirtv1.StartRequest {
+		t.Errorf("state change requests %+v, want a restart", reqs)
+	}
+}
+
+func TestReconcileDeletion(t *testing.T) {
+	vm := reconcilerVM()
+	vm.Finalizers = []string{Finalizer}
+	kv := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	w := newWorld(t, vm, kv)
+	if err := w.c.Delete(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	if w.internal() != nil {
+		t.Fatal("the internal VM is still there")
+	}
+	if got := w.vm(); got.Status.Phase != v1alpha2.MachineTerminating {
+		t.Errorf("phase %s, want Terminating", got.Status.Phase)
+	}
+	w.reconcile()
+	err := w.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "web"}, &v1alpha2.VirtualMachine{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the VM is kept after its internal VM went: %v", err)
+	}
+}
+
+func TestDefaultClass(t *testing.T) {
+	mk := func(name string, def bool) v1alpha3.VirtualMachineClass {
+		c := v1alpha3.VirtualMachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if def {
+			c.Annotations = map[string]string{v1alpha2.AnnotationDefaultClass: "true"}
+		}
+		return c
+	}
+	if name, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", false), mk("b", true)}); name != "b" || problem != "" {
+		t.Errorf("one default: %q %q", name, problem)
+	}
+	if _, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", false)}); problem == "" {
+		t.Error("no default: no problem")
+	}
+	if _, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", true), mk("b", true)}); problem == "" {
+		t.Error("two defaults: no problem")
+	}
+}
+
+func TestSecretProblem(t *testing.T) {
+	ok := &corev1.Secret{Type: v1alpha2.SecretTypeCloudInit, Data: map[string][]byte{"userData": []byte("#cloud-config")}}
+	cases := []struct {
+		s    *corev1.Secret
+		want bool
+	}{
+		{nil, true}, {ok, false},
+		{&corev1.Secret{Type: corev1.SecretTypeOpaque, Data: ok.Data}, true},
+		{&corev1.Secret{Type: v1alpha2.SecretTypeCloudInit}, true},
+	}
+	for i, tc := range cases {
+		if got := SecretProblem("ci", tc.s); (got != "") != tc.want {
+			t.Errorf("case %d: %q", i, got)
+		}
+	}
+}

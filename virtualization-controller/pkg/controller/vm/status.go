@@ -1,0 +1,234 @@
+package vm
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
+)
+
+// maxTransitions is how many phase changes status.stats keeps.
+const maxTransitions = 10
+
+// StatusInputs are what the status is computed from.
+type StatusInputs struct {
+	VM *v1alpha2.VirtualMachine
+	// Class is the VM's class, nil when it has none or it is not found (ClassProblem says which).
+	Class        *v1alpha3.VirtualMachineClass
+	ClassProblem string
+	Devices      []Device
+	// ProvisioningProblem says why the cloud-init configuration cannot be used; empty when it can.
+	ProvisioningProblem string
+	// IPAddress is the VM's VirtualMachineIPAddress, nil when it has none.
+	IPAddress *v1alpha2.VirtualMachineIPAddress
+	Internal  *kubevirtv1.VirtualMachine
+	VMI       *kubevirtv1.VirtualMachineInstance
+	Changes   []v1alpha2.RestartAwaitingChange
+	Now       metav1.Time
+}
+
+// DependenciesReady: the class, every block device and the provisioning can be used, so the
+// internal VM can be built.
+func (in *StatusInputs) DependenciesReady() bool {
+	if in.Class == nil || in.ProvisioningProblem != "" {
+		return false
+	}
+	for _, d := range in.Devices {
+		if !d.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// Phase is the VM's phase from its internal VM and VMI.
+func Phase(in *StatusInputs) v1alpha2.MachinePhase {
+	vmi := in.VMI
+	switch {
+	case in.VM.DeletionTimestamp != nil:
+		return v1alpha2.MachineTerminating
+	case in.Internal == nil:
+		return v1alpha2.MachinePending
+	case vmi == nil:
+		if len(in.Internal.Status.StateChangeRequests) > 0 && in.Internal.Status.StateChangeRequests[0].Action == kubevirtv1.StartRequest {
+			return v1alpha2.MachineStarting
+		}
+		if in.Internal.Annotations[AnnotationStartPending] != "" {
+			return v1alpha2.MachineStarting
+		}
+		return v1alpha2.MachineStopped
+	case vmi.DeletionTimestamp != nil:
+		return v1alpha2.MachineStopping
+	}
+	switch vmi.Status.Phase {
+	case kubevirtv1.Running:
+		if vmiCondition(vmi, kubevirtv1.VirtualMachineInstancePaused) {
+			return v1alpha2.MachinePause
+		}
+		if m := vmi.Status.MigrationState; m != nil && !m.Completed && !m.Failed && m.StartTimestamp != nil {
+			return v1alpha2.MachineMigrating
+		}
+		return v1alpha2.MachineRunning
+	case kubevirtv1.Succeeded, kubevirtv1.Failed:
+		return v1alpha2.MachineStopped
+	default:
+		return v1alpha2.MachineStarting
+	}
+}
+
+func vmiCondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMachineInstanceConditionType) bool {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Status is the VM's status: the old one's conditions keep their transition times.
+func Status(in *StatusInputs) v1alpha2.VirtualMachineStatus {
+	vm := in.VM
+	st := *vm.Status.DeepCopy()
+	st.Phase = Phase(in)
+	st.ObservedGeneration = vm.Generation
+	st.RestartAwaitingChanges = in.Changes
+	st.NodeName, st.GuestOSInfo = "", v1alpha2.GuestOSInfo{}
+	vmi := in.VMI
+	if vmi != nil && vmi.DeletionTimestamp == nil && vmi.Status.Phase == kubevirtv1.Running {
+		st.NodeName = vmi.Status.NodeName
+		g := vmi.Status.GuestOSInfo
+		st.GuestOSInfo = v1alpha2.GuestOSInfo{
+			Name: g.Name, PrettyName: g.PrettyName, ID: g.ID, Version: g.Version, VersionID: g.VersionID,
+			KernelRelease: g.KernelRelease, KernelVersion: g.KernelVersion, Machine: g.Machine,
+		}
+	}
+	st.IPAddress, st.VirtualMachineIPAddressName = "", ""
+	if ip := in.IPAddress; ip != nil {
+		st.VirtualMachineIPAddressName, st.IPAddress = ip.Name, ip.Status.Address
+	}
+	if st.IPAddress == "" && st.NodeName != "" && len(vmi.Status.Interfaces) > 0 {
+		st.IPAddress = vmi.Status.Interfaces[0].IP
+	}
+	st.BlockDeviceRefs = blockDeviceStatus(in)
+	st.Resources = resources(in)
+	if st.Stats == nil {
+		st.Stats = &v1alpha2.VirtualMachineStats{}
+	}
+	if n := len(st.Stats.PhasesTransitions); n == 0 || st.Stats.PhasesTransitions[n-1].Phase != st.Phase {
+		st.Stats.PhasesTransitions = append(st.Stats.PhasesTransitions, v1alpha2.VirtualMachinePhaseTransition{Phase: st.Phase, Timestamp: in.Now})
+		if n := len(st.Stats.PhasesTransitions); n > maxTransitions {
+			st.Stats.PhasesTransitions = st.Stats.PhasesTransitions[n-maxTransitions:]
+		}
+	}
+	for _, c := range conditions(in) {
+		c.ObservedGeneration = vm.Generation
+		c.LastTransitionTime = in.Now
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	return st
+}
+
+func conditions(in *StatusInputs) []metav1.Condition {
+	cond := func(t vmcondition.Type, ok bool, yes, no vmcondition.Reason, msg string) metav1.Condition {
+		c := metav1.Condition{Type: string(t), Status: metav1.ConditionTrue, Reason: string(yes), Message: msg}
+		if !ok {
+			c.Status, c.Reason = metav1.ConditionFalse, string(no)
+		}
+		return c
+	}
+	var notReady []string
+	for _, d := range in.Devices {
+		if !d.Ready {
+			notReady = append(notReady, d.Reason)
+		}
+	}
+	ipMsg := "the VM has no VirtualMachineIPAddress: the pod network gives it an address"
+	ipReady := false
+	if ip := in.IPAddress; ip != nil {
+		ipReady = ip.Status.Address != ""
+		ipMsg = fmt.Sprintf("VirtualMachineIPAddress %s: %s", ip.Name, ip.Status.Address)
+		if !ipReady {
+			ipMsg = fmt.Sprintf("VirtualMachineIPAddress %s has no address yet", ip.Name)
+		}
+	}
+	running := in.VMI != nil && in.VMI.DeletionTimestamp == nil && in.VMI.Status.Phase == kubevirtv1.Running
+	runMsg := "the guest is running"
+	if !running {
+		runMsg = fmt.Sprintf("the VM is %s", Phase(in))
+	}
+	agent := running && vmiCondition(in.VMI, kubevirtv1.VirtualMachineInstanceAgentConnected)
+	agentMsg := "the guest agent answers"
+	if !agent {
+		agentMsg = "the guest agent is not connected"
+	}
+	restartMsg := "the running VM has the spec's configuration"
+	if n := len(in.Changes); n > 0 {
+		paths := make([]string, 0, n)
+		for _, c := range in.Changes {
+			paths = append(paths, c.Path)
+		}
+		restartMsg = "a restart applies the changes of " + strings.Join(paths, ", ")
+	}
+	out := []metav1.Condition{
+		cond(vmcondition.TypeClassReady, in.Class != nil, vmcondition.ReasonClassReady, vmcondition.ReasonClassNotReady, orDefault(in.ClassProblem, "the VirtualMachineClass is ready")),
+		cond(vmcondition.TypeIPAddressReady, ipReady, vmcondition.ReasonIPAddressReady, vmcondition.ReasonIPAddressNotAssigned, ipMsg),
+		cond(vmcondition.TypeBlockDevicesReady, len(notReady) == 0, vmcondition.ReasonBlockDevicesReady, vmcondition.ReasonBlockDevicesNotReady, orDefault(strings.Join(notReady, "; "), "every block device is ready")),
+		cond(vmcondition.TypeRunning, running, vmcondition.ReasonVMIsRunning, vmcondition.ReasonVMIsNotRunning, runMsg),
+		cond(vmcondition.TypeAgentReady, agent, vmcondition.ReasonAgentReady, vmcondition.ReasonAgentNotReady, agentMsg),
+		cond(vmcondition.TypeAwaitingRestartToApplyConfiguration, len(in.Changes) > 0, vmcondition.ReasonRestartAwaitingChangesExist, vmcondition.ReasonRestartNoNeed, restartMsg),
+	}
+	if in.VM.Spec.Provisioning != nil {
+		out = append(out, cond(vmcondition.TypeProvisioningReady, in.ProvisioningProblem == "", vmcondition.ReasonProvisioningReady, vmcondition.ReasonProvisioningNotReady, orDefault(in.ProvisioningProblem, "the cloud-init configuration is ready")))
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func blockDeviceStatus(in *StatusInputs) []v1alpha2.BlockDeviceStatusRef {
+	attached := map[string]bool{}
+	if vmi := in.VMI; vmi != nil && vmi.Status.Phase == kubevirtv1.Running {
+		for _, v := range vmi.Spec.Volumes {
+			attached[v.Name] = true
+		}
+	}
+	out := make([]v1alpha2.BlockDeviceStatusRef, 0, len(in.Devices))
+	for _, d := range in.Devices {
+		name := VolumeName(d.Ref)
+		out = append(out, v1alpha2.BlockDeviceStatusRef{Kind: d.Ref.Kind, Name: d.Ref.Name, Size: d.Size, Target: name, Attached: attached[name]})
+	}
+	return out
+}
+
+// resources are what the internal VM's template gives the guest.
+func resources(in *StatusInputs) v1alpha2.ResourcesStatus {
+	if in.Internal == nil || in.Internal.Spec.Template == nil {
+		return v1alpha2.ResourcesStatus{}
+	}
+	d := in.Internal.Spec.Template.Spec.Domain
+	var r v1alpha2.ResourcesStatus
+	if d.CPU != nil {
+		r.CPU.Cores = int(d.CPU.Cores * d.CPU.Sockets)
+		r.CPU.Topology = v1alpha2.Topology{CoresPerSocket: int(d.CPU.Cores), Sockets: int(d.CPU.Sockets)}
+	}
+	r.CPU.RequestedCores = d.Resources.Requests[corev1.ResourceCPU]
+	if limit := d.Resources.Limits[corev1.ResourceCPU]; limit.MilliValue() > 0 {
+		r.CPU.CoreFraction = fmt.Sprintf("%d%%", r.CPU.RequestedCores.MilliValue()*100/limit.MilliValue())
+	}
+	if d.Memory != nil && d.Memory.Guest != nil {
+		r.Memory.Size = *d.Memory.Guest
+	}
+	return r
+}
