@@ -23,6 +23,7 @@ import (
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/svcproxy"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -35,7 +36,7 @@ var binaries = []string{
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent",
+	"./devstack/cmd/node-agent", "./devstack/cmd/service-proxy",
 }
 
 // Config says what to start.
@@ -98,6 +99,8 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Stack = s
+	// Services and the cluster DNS, as devcluster up runs them: the importer pushes to DVCR by name.
+	s.AddComponents(svcproxy.StackComponent(s, filepath.Join(bin, svcproxy.Daemon)))
 	if err := s.Up(ctx); err != nil {
 		return c, fmt.Errorf("control plane: %w", err)
 	}
