@@ -1,5 +1,6 @@
 // Package moduletest gives e2e tests a private local stack with the module installed from the
-// chart, as `make run` installs it: a control plane, local nodes (node agents) that run every Pod
+// chart, as `make run` installs it: a control plane with Services, cluster DNS and the default
+// StorageClass (testenv.AddClusterDaemons), local nodes (node agents) that run every Pod
 // under its own ServiceAccount, a rewriter for people (kubectl speaking kubevirt.io), and
 // `helm upgrade --install` of charts/virtualization with devstack/chart-values/local.yaml. The
 // stack starts without the module; Install puts it on. Stop removes everything.
@@ -80,7 +81,8 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bin + "/"}, binaries...)...)
+	pkgs := append(append([]string{}, binaries...), testenv.ClusterDaemonPackages...)
+	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bin + "/"}, pkgs...)...)
 	build.Dir = cfg.Repo
 	if out, err := build.CombinedOutput(); err != nil {
 		return c, fmt.Errorf("build: %w\n%s", err, out)
@@ -98,6 +100,9 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Stack = s
+	// Services, cluster DNS and the default StorageClass come with the control plane, before the
+	// nodes: an agent learns the cluster DNS when it starts.
+	testenv.AddClusterDaemons(s, bin)
 	if err := s.Up(ctx); err != nil {
 		return c, fmt.Errorf("control plane: %w", err)
 	}
@@ -147,7 +152,8 @@ func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, stor
 		Name: "node-agent-" + name,
 		Bin:  filepath.Join(bin, "node-agent"),
 		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", name, "--root-dir", NodeRoot(s, name),
-			"--bin-dir", bin, "--image-store", store},
+			"--bin-dir", bin, "--image-store", store,
+			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
 			n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -174,8 +180,8 @@ func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	return module.WaitReady(ctx, o, ReadyTimeout)
 }
 
-// Stop stops the stack and removes its nodes' pods (processes, network namespaces, addresses)
-// and every file.
+// Stop stops the stack, removes its nodes' pods (processes, network namespaces, addresses),
+// releases the volumes the pods used and removes every file.
 func (c *Cluster) Stop() error {
 	var err error
 	if c.Stack != nil {
@@ -184,6 +190,8 @@ func (c *Cluster) Stop() error {
 		for _, n := range c.Nodes {
 			err = errors.Join(err, nodeagent.CleanupNode(NodeRoot(c.Stack, n), c.net, 30*time.Second))
 		}
+		// With no pod left, no volume is in use.
+		err = errors.Join(err, testenv.ReleaseClusterDaemons(context.Background(), c.Stack))
 	}
 	for _, d := range c.dirs {
 		err = errors.Join(err, os.RemoveAll(d))
