@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,10 +216,19 @@ func newMetricsScraper(t *testing.T, kube kubernetes.Interface) *metricsScraper 
 	if err != nil {
 		t.Fatal(err)
 	}
+	var port int32
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "https-metrics" {
+			port = p.Port
+		}
+	}
+	if port == 0 {
+		t.Fatalf("service %s has no port https-metrics: %+v", svc.Name, svc.Spec.Ports)
+	}
 	tlsConfig := &tls.Config{RootCAs: pool, ServerName: metricsService + "." + module.Namespace + ".svc"}
 	return &metricsScraper{
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}},
-		url:    "https://" + net.JoinHostPort(svc.Spec.ClusterIP, "8443") + "/metrics",
+		url:    "https://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port))) + "/metrics",
 		token:  token,
 	}
 }
