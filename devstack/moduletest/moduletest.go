@@ -1,5 +1,6 @@
 // Package moduletest gives e2e tests a private local stack with the module installed from the
-// chart, as `make run` installs it: a control plane, local nodes (node agents) that run every Pod
+// chart, as `make run` installs it: a control plane with Services, cluster DNS and the default
+// StorageClass (testenv.AddClusterDaemons), local nodes (node agents) that run every Pod
 // under its own ServiceAccount, a rewriter for people (kubectl speaking kubevirt.io), and
 // `helm upgrade --install` of charts/virtualization with devstack/chart-values/local.yaml. The
 // stack starts without the module; Install puts it on. Stop removes everything.
@@ -23,7 +24,6 @@ import (
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
-	"github.com/d8virt/devstack/svcproxy"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -36,7 +36,7 @@ var binaries = []string{
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent", "./devstack/cmd/service-proxy",
+	"./devstack/cmd/node-agent",
 }
 
 // Config says what to start.
@@ -81,7 +81,8 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
-	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bin + "/"}, binaries...)...)
+	pkgs := append(append([]string{}, binaries...), testenv.ClusterDaemonPackages...)
+	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bin + "/"}, pkgs...)...)
 	build.Dir = cfg.Repo
 	if out, err := build.CombinedOutput(); err != nil {
 		return c, fmt.Errorf("build: %w\n%s", err, out)
@@ -99,8 +100,9 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		return c, err
 	}
 	c.Stack = s
-	// Services and the cluster DNS, as devcluster up runs them: the importer pushes to DVCR by name.
-	s.AddComponents(svcproxy.StackComponent(s, filepath.Join(bin, svcproxy.Daemon)))
+	// Services, cluster DNS and the default StorageClass come with the control plane, before the
+	// nodes: an agent learns the cluster DNS when it starts.
+	testenv.AddClusterDaemons(s, bin)
 	if err := s.Up(ctx); err != nil {
 		return c, fmt.Errorf("control plane: %w", err)
 	}
@@ -150,7 +152,8 @@ func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, stor
 		Name: "node-agent-" + name,
 		Bin:  filepath.Join(bin, "node-agent"),
 		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", name, "--root-dir", NodeRoot(s, name),
-			"--bin-dir", bin, "--image-store", store},
+			"--bin-dir", bin, "--image-store", store,
+			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
 			n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -177,8 +180,8 @@ func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	return module.WaitReady(ctx, o, ReadyTimeout)
 }
 
-// Stop stops the stack and removes its nodes' pods (processes, network namespaces, addresses)
-// and every file.
+// Stop stops the stack, removes its nodes' pods (processes, network namespaces, addresses),
+// releases the volumes the pods used and removes every file.
 func (c *Cluster) Stop() error {
 	var err error
 	if c.Stack != nil {
@@ -187,6 +190,8 @@ func (c *Cluster) Stop() error {
 		for _, n := range c.Nodes {
 			err = errors.Join(err, nodeagent.CleanupNode(NodeRoot(c.Stack, n), c.net, 30*time.Second))
 		}
+		// With no pod left, no volume is in use.
+		err = errors.Join(err, testenv.ReleaseClusterDaemons(context.Background(), c.Stack))
 	}
 	for _, d := range c.dirs {
 		err = errors.Join(err, os.RemoveAll(d))

@@ -41,8 +41,6 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/localnet"
-	"github.com/d8virt/devstack/provisioner"
-	"github.com/d8virt/devstack/svcproxy"
 )
 
 // KubeconfigEnv names the kubeconfig of a running stack that test binaries should share.
@@ -136,18 +134,12 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	}
 	// Like `devcluster up`, the stack serves its Services and cluster DNS, and provisions volumes
 	// of its default StorageClass.
-	proxyBin, err := buildDaemon(dir, svcproxy.Daemon)
-	if err != nil {
+	if err := buildDaemons(dir); err != nil {
 		return nil, nil, err
 	}
-	provBin, err := buildDaemon(dir, provisioner.Daemon)
-	if err != nil {
-		return nil, nil, err
-	}
-	s.AddComponents(svcproxy.StackComponent(s, proxyBin), provisioner.StackComponent(s, provBin))
+	AddClusterDaemons(s, filepath.Join(dir, "bin"))
 	stop := func() error {
-		err := s.Down(false)
-		err = errors.Join(err, provisioner.ReleaseVolumes(context.Background(), s))
+		err := ReleaseClusterDaemons(context.Background(), s)
 		return errors.Join(err, s.Down(true))
 	}
 	if err := s.Up(ctx); err != nil {
@@ -160,20 +152,18 @@ func start(ctx context.Context) (*Env, func() error, error) {
 	return env, stop, nil
 }
 
-// buildDaemon builds the stack daemon name (devstack/cmd/<name>) from this checkout into dir/bin.
-func buildDaemon(dir, name string) (string, error) {
+// buildDaemons builds the cluster daemons from this checkout into dir/bin.
+func buildDaemons(dir string) error {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", fmt.Errorf("cannot locate the checkout to build %s", name)
+		return errors.New("cannot locate the checkout to build the stack daemons")
 	}
-	repo := filepath.Join(filepath.Dir(file), "..", "..")
-	bin := filepath.Join(dir, "bin", name)
-	cmd := exec.Command("go", "build", "-o", bin, "./devstack/cmd/"+name)
-	cmd.Dir = repo
+	cmd := exec.Command("go", append([]string{"build", "-o", filepath.Join(dir, "bin") + "/"}, ClusterDaemonPackages...)...)
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", name, err, out)
+		return fmt.Errorf("build the stack daemons: %w\n%s", err, out)
 	}
-	return bin, nil
+	return nil
 }
 
 func newEnv(kubeconfig string, n localnet.Net) (*Env, error) {

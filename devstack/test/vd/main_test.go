@@ -1,7 +1,8 @@
-// Package vd tests VirtualDisks on real parts: a control plane with kubevirt-core and a local
-// node, the local provisioner's volumes, the virtualization-controller binary, importer Pods on
-// the node reading from an HTTP server in a test host, and the tiny guest booting from a disk's
-// claim under QEMU. Tests that boot a VM must hold the machine-wide lock:
+// Package vd tests VirtualDisks on real parts: a private stack with the module installed from
+// the chart (moduletest: kubevirt-core, DVCR, virtualization-controller, Services and cluster
+// DNS, the local provisioner's volumes) on one local node, importer Pods on the node reading from
+// an HTTP server in a test host or from DVCR, and the tiny guest booting from a disk's claim
+// under QEMU. Tests that boot a VM must hold the machine-wide lock:
 //
 //	flock /tmp/vm-boot.lock go test -count=1 -v ./devstack/test/vd/
 package vd
@@ -10,6 +11,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,17 +20,19 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,10 +40,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	"github.com/d8virt/devstack/controlplane"
-	"github.com/d8virt/devstack/coretest"
 	"github.com/d8virt/devstack/guest"
-	"github.com/d8virt/devstack/provisioner"
+	"github.com/d8virt/devstack/module"
+	"github.com/d8virt/devstack/moduletest"
+	"github.com/d8virt/devstack/prometheus"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 )
@@ -48,10 +53,9 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// stack is a cluster with the core, one node, the provisioner and virtualization-controller,
-// and an HTTP server that serves the tiny guest's disk.
+// stack is a private cluster with the module installed on one node, and an HTTP server that
+// serves the tiny guest's disk.
 type stack struct {
-	s *controlplane.Stack
 	// admin talks to the friendly kinds and core objects; kubevirt talks kubevirt.io through a
 	// rewriter, as users of the core do.
 	admin    client.Client
@@ -61,8 +65,8 @@ type stack struct {
 	// guestURL serves the tiny guest's qcow2 disk; guestSHA256 is its checksum.
 	guestURL    string
 	guestSHA256 string
-	// metricsURL is the controller's /metrics.
-	metricsURL string
+	// metrics scrapes the chart's virtualization-controller.
+	metrics *metricsScraper
 }
 
 const node = "vd-node"
@@ -82,32 +86,33 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
 	}
-	// Test hosts are machine-wide: binaries running side by side need their own names.
-	cc := coretest.Start(t, coretest.Config{Repo: repo, HostName: fmt.Sprintf("vd-virt-api-%d", os.Getpid()), Nodes: []string{node}, ImageStore: t.TempDir()})
-	bin := cc.Core.BinDir
-	build := exec.Command("go", "build", "-o", bin+"/", "./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer", "./devstack/cmd/"+provisioner.Daemon)
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	mc, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{node}, ImageStore: t.TempDir(), Log: os.Stderr})
+	if err != nil {
+		t.Fatalf("stack: %v", err)
 	}
-	// Runs before coretest's cleanup: with the pods gone (each test deletes what it made), the
-	// daemons stop and the volumes are unmounted before the state directory goes.
+	// Runs after the tests' own cleanups (each test deletes what it made): the stack stops, the
+	// pods go, the volumes are released and every file is removed.
 	t.Cleanup(func() {
-		if err := cc.Stack.Down(false); err != nil {
-			t.Errorf("down: %v", err)
+		if t.Failed() {
+			var b strings.Builder
+			mc.Logs(&b)
+			t.Log(b.String())
 		}
-		if err := provisioner.ReleaseVolumes(context.Background(), cc.Stack); err != nil {
-			t.Errorf("release volumes: %v", err)
+		if err := mc.Stop(); err != nil {
+			t.Errorf("stop the stack: %v", err)
 		}
 	})
-	cc.Stack.AddComponents(provisioner.StackComponent(cc.Stack, filepath.Join(bin, provisioner.Daemon)))
-	if err := cc.Stack.Up(ctx); err != nil {
-		t.Fatalf("provisioner: %v", err)
+	if err := mc.Install(ctx); err != nil {
+		t.Fatalf("install the module: %v", err)
 	}
 
-	st := &stack{s: cc.Stack}
-	st.admin = adminClient(t, cc.Stack.KubeconfigPath())
-	st.kubevirtREST, err = clientcmd.BuildConfigFromFlags("", cc.Kubevirt)
+	st := &stack{}
+	adminREST, err := clientcmd.BuildConfigFromFlags("", mc.Stack.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.admin = adminClient(t, adminREST)
+	st.kubevirtREST, err = clientcmd.BuildConfigFromFlags("", mc.Kubevirt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +123,17 @@ func startStack(t *testing.T) *stack {
 	if st.kubevirt, err = client.New(st.kubevirtREST, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
-	st.guestURL, st.guestSHA256 = serveFile(t, env, img.Disk)
-	st.metricsURL = startController(t, bin, cc.Stack.KubeconfigPath())
-	return st
-}
-
-func adminClient(t *testing.T, kubeconfig string) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	kube, err := kubernetes.NewForConfig(adminREST)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.guestURL, st.guestSHA256 = serveFile(t, env, img.Disk)
+	st.metrics = newMetricsScraper(t, kube)
+	return st
+}
+
+func adminClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -170,56 +175,62 @@ func serveFile(t *testing.T, env *testenv.Env, path string) (string, string) {
 	return "http://" + ln.Addr().String() + name, hex.EncodeToString(sum[:])
 }
 
-// startController runs the virtualization-controller binary against the stack, as its
-// Deployment would (without DVCR, which these tests do not use), and returns its metrics URL.
-// Its log is printed when the test fails.
-func startController(t *testing.T, bin, kubeconfig string) string {
-	t.Helper()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "virtualization-controller.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "virtualization-controller"),
-		"--namespace=d8-virtualization", "--importer-image=d8v.local/importer:e2e",
-		"--dvcr-address=dvcr.d8-virtualization.svc:5000", "--dvcr-pull-address=dvcr.d8-virtualization.svc",
-		"--dvcr-auth-file=/dev/null", "--dvcr-ca-file=/dev/null", "--leader-elect=false",
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port), "--health-probe-bind-address=0",
-		"--progress-interval=1s", "--log-level=debug")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			t.Logf("==> virtualization-controller log <==\n%s", b)
-		}
-	})
-	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+// metricsScraper reads the chart's virtualization-controller metrics as Prometheus does: through
+// its metrics Service and kube-rbac-proxy, with the token of an account bound to the chart's
+// metrics-reader ClusterRole, verifying the chart's certificate.
+type metricsScraper struct {
+	client *http.Client
+	url    string
+	token  string
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+const metricsService = "virtualization-controller-metrics"
+
+func newMetricsScraper(t *testing.T, kube kubernetes.Interface) *metricsScraper {
+	t.Helper()
+	ctx := longContext(t)
+	account := "vd-metrics"
+	if _, err := kube.CoreV1().ServiceAccounts(module.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: account}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: account},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: module.Release + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: module.Namespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := prometheus.Token(ctx, kube, module.Namespace, account, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := kube.CoreV1().Secrets(module.Namespace).Get(ctx, metricsService+"-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatalf("secret %s holds no ca.crt", secret.Name)
+	}
+	svc, err := kube.CoreV1().Services(module.Namespace).Get(ctx, metricsService, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port int32
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "https-metrics" {
+			port = p.Port
+		}
+	}
+	if port == 0 {
+		t.Fatalf("service %s has no port https-metrics: %+v", svc.Name, svc.Spec.Ports)
+	}
+	tlsConfig := &tls.Config{RootCAs: pool, ServerName: metricsService + "." + module.Namespace + ".svc"}
+	return &metricsScraper{
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}},
+		url:    "https://" + net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(port))) + "/metrics",
+		token:  token,
+	}
 }
 
 // namespace creates a fresh namespace and deletes it at the end, waiting until it is gone (its
@@ -294,16 +305,23 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(con
 }
 
 // scrape reads the controller's metrics text.
-func scrape(ctx context.Context, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func (m *metricsScraper) scrape(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Authorization", "Bearer "+m.token)
+	resp, err := m.client.Do(req)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", m.url, resp.Status, b)
+	}
+	return string(b), nil
 }

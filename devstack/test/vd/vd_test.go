@@ -31,13 +31,15 @@ import (
 // core VMI and keeps what the guest wrote across a restart of the VMI; a blank Block disk waits
 // for its first consumer (the VMI's launcher Pod), grows, and the guest sees the new size after
 // the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
-// disk with nothing left behind.
+// disk with nothing left behind; a disk made from a ClusterVirtualImage (imported over HTTP
+// into DVCR) gets the image's data from DVCR.
 //
-// Import needs no VM (`-run 'TestVirtualDisk/(WrongChecksum|Import)$'` runs without the lock);
-// BootResizeProtect boots the guest from Import's disks.
+// Only BootResizeProtect boots a VM (`-run 'TestVirtualDisk/(WrongChecksum|FromCVI|Import)$'`
+// runs without the lock); it boots the guest from Import's disks.
 func TestVirtualDisk(t *testing.T) {
 	st := startStack(t)
 	t.Run("WrongChecksum", func(t *testing.T) { testWrongChecksum(t, st) })
+	t.Run("FromCVI", func(t *testing.T) { testFromCVI(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -134,6 +136,50 @@ func testWrongChecksum(t *testing.T, st *stack) {
 	if got.Status.Target.PersistentVolumeClaimName != "" || got.Status.Capacity != "" {
 		t.Fatalf("a failed disk names a claim: %+v", got.Status)
 	}
+}
+
+// testFromCVI imports the guest over HTTP into DVCR as a ClusterVirtualImage and makes a disk of
+// it: the disk's importer Pod pulls the image from DVCR (dvcr.<namespace>.svc, through the
+// stack's service proxy) into the disk's claim.
+func testFromCVI(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	cvi := &v1alpha2.ClusterVirtualImage{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vd-guest-%d", os.Getpid())}}
+	cvi.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &v1alpha2.DataSourceHTTP{
+		URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}}
+	if err := st.admin.Create(ctx, cvi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.admin.Delete(context.Background(), cvi); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete the image: %v", err)
+		}
+	})
+	eventually(t, 3*time.Minute, "image Ready", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(cvi), cvi); err != nil {
+			return err
+		}
+		if cvi.Status.Phase != v1alpha2.ImageReady {
+			return fmt.Errorf("phase %s: %+v", cvi.Status.Phase, cvi.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("image Ready in %s", cvi.Status.Target.RegistryURL)
+
+	ns := st.namespace(t, fmt.Sprintf("vd-cvi-%d", os.Getpid()))
+	vd := newDisk(ns, "from-cvi", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.ClusterVirtualImageKind, Name: cvi.Name}}, "64Mi", "")
+	if err := st.admin.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	got := st.waitPhase(t, vd, v1alpha2.DiskReady, 3*time.Minute)
+	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capacity := pvc.Status.Capacity[corev1.ResourceStorage]; got.Status.Capacity != capacity.String() || got.Status.Progress != "100%" {
+		t.Fatalf("status %+v, claim capacity %s", got.Status, capacity.String())
+	}
+	st.expectEvent(t, got, corev1.EventTypeNormal, "Phase Ready")
 }
 
 // blockClass is a StorageClass of the local provisioner whose disks are Block volumes.
@@ -308,7 +354,7 @@ func testImport(t *testing.T, st *stack, ns, block string) (*v1alpha2.VirtualDis
 	data = st.waitPhase(t, data, v1alpha2.DiskWaitForFirstConsumer, time.Minute)
 	t.Logf("root Ready with %s on claim %s; data %s", root.Status.Capacity, rootClaim.Name, data.Status.Phase)
 	eventually(t, 30*time.Second, "the phase metric", func(ctx context.Context) error {
-		text, err := scrape(ctx, st.metricsURL)
+		text, err := st.metrics.scrape(ctx)
 		if err != nil {
 			return err
 		}
