@@ -2,6 +2,7 @@ package module
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -16,8 +17,8 @@ import (
 
 // checkUpgrades runs helm upgrade twice on the running module with the VM running. First one
 // installed component's value (virt-api's resources): only virt-api's pods roll, every other
-// component's stay, the operator's included. Then the log level and format: every component's
-// programs get them (virt-operator passes them on), and the VM keeps running through it.
+// component's stay, the operator's included. Then the log level and format: every component rolls,
+// its programs get them (virt-operator passes them on), and the VM keeps running through it.
 func checkUpgrades(t *testing.T, ctx context.Context, st *stack, vmiUID string) {
 	t.Helper()
 	before := componentPods(t, ctx, st)
@@ -48,13 +49,25 @@ func checkUpgrades(t *testing.T, ctx context.Context, st *stack, vmiUID string) 
 	if err := st.c.Install(ctx, apiCPU, "logLevel=debug", "logFormat=text"); err != nil {
 		t.Fatal(err)
 	}
-	for _, spec := range componentSpecs(t, ctx, st) {
-		for _, c := range append(append([]corev1.Container{}, spec.pod.InitContainers...), spec.pod.Containers...) {
-			want := logArgs(spec.name, c.Name)
-			for _, w := range want {
-				if !slices.Contains(c.Args, w) {
-					t.Errorf("%s container %s: no %s in %q", spec.name, c.Name, w, c.Args)
-				}
+	// The new operator pod passes the flags on once it runs, which may be after WaitReady saw the
+	// old components ready: wait for the templates, then for them to roll out.
+	deadline := time.Now().Add(2 * time.Minute)
+	for missing := missingLogArgs(t, ctx, st); len(missing) > 0; missing = missingLogArgs(t, ctx, st) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the upgrade of the log level: %s", strings.Join(missing, "; "))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if err := module.WaitReady(ctx, st.opts, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Every component rolled: DVCR through its configuration's checksum, the installed ones
+	// because the operator passed the new flags on.
+	rolled := componentPods(t, ctx, st)
+	for _, c := range module.Components {
+		for _, uid := range rolled[c] {
+			if slices.Contains(after[c], uid) {
+				t.Errorf("%s: pod %s did not roll for the new log level", c, uid)
 			}
 		}
 	}
@@ -71,6 +84,22 @@ func checkUpgrades(t *testing.T, ctx context.Context, st *stack, vmiUID string) 
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the upgrades: uid %q, was %q", got, vmiUID)
 	}
+}
+
+// missingLogArgs lists the containers of the components' templates that lack their logArgs.
+func missingLogArgs(t *testing.T, ctx context.Context, st *stack) []string {
+	t.Helper()
+	var missing []string
+	for _, spec := range componentSpecs(t, ctx, st) {
+		for _, c := range append(append([]corev1.Container{}, spec.pod.InitContainers...), spec.pod.Containers...) {
+			for _, w := range logArgs(spec.name, c.Name) {
+				if !slices.Contains(c.Args, w) {
+					missing = append(missing, fmt.Sprintf("%s container %s: no %s in %q", spec.name, c.Name, w, c.Args))
+				}
+			}
+		}
+	}
+	return missing
 }
 
 // logArgs are the flags a container of a component must carry at logLevel=debug and

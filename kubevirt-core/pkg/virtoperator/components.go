@@ -17,7 +17,6 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
-	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 )
 
 // kindOf names the kind of a built object: the builders leave TypeMeta empty, as typed clients do.
@@ -340,7 +339,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			"--health-probe-bind-address=:" + strconv.Itoa(probePort),
 			"--node-labeller-dir=" + launcherapi.NodeLabellerDir,
 			// Hotplugged volumes are bind-mounted in the node init's mount namespace (HostPID).
-			"--host-mount-namespace=" + hotplug.DefaultHostMountNamespace,
+			"--host-mount-namespace=" + in.HostMountNamespace,
 		},
 		Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"},

@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/d8virt/kubevirt-core/pkg/logopts"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
 )
 
@@ -34,6 +35,9 @@ type Config struct {
 	ImagePullPolicy corev1.PullPolicy
 	// ContainerDiskStore is the node directory with containerDisk base images, for virt-controller.
 	ContainerDiskStore string
+	// HostMountNamespace is virt-handler's --host-mount-namespace: where it bind-mounts
+	// hotplugged volumes (hotplug.NewNodeMounter).
+	HostMountNamespace string
 	// Replicas of virt-api and virt-controller when spec.infra.replicas is unset.
 	Replicas int32
 	// OperatorVersion is reported in status.operatorVersion.
@@ -51,6 +55,7 @@ func DefaultConfig() Config {
 		ImageTag:           "latest",
 		ImagePullPolicy:    corev1.PullIfNotPresent,
 		ContainerDiskStore: "/var/lib/kubevirt/container-disks",
+		HostMountNamespace: hotplug.DefaultHostMountNamespace,
 		Replicas:           2,
 		OperatorVersion:    "devel",
 		// The components load their certificates once, so each rotation rolls their pods: the
@@ -80,6 +85,7 @@ type Install struct {
 	PullPolicy         corev1.PullPolicy
 	PullSecrets        []corev1.LocalObjectReference
 	ContainerDiskStore string
+	HostMountNamespace string
 	// Replicas of virt-api and virt-controller.
 	Replicas int32
 	// Infra places virt-api and virt-controller, Workloads places virt-handler.
@@ -121,6 +127,7 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 		PullPolicy:         cfg.ImagePullPolicy,
 		PullSecrets:        kv.Spec.ImagePullSecrets,
 		ContainerDiskStore: cfg.ContainerDiskStore,
+		HostMountNamespace: cfg.HostMountNamespace,
 		Replicas:           cfg.Replicas,
 		Certificates:       cfg.Certificates,
 		Log:                cfg.Log,
