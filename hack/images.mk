@@ -1,14 +1,13 @@
-# containerDisk images of the local stack. There is no registry and no container runtime: a node
-# agent's pods find a containerDisk image's disk in the image store, as
-# <store>/<url.PathEscape(image reference)>/disk.qcow2 (virt-launcher reads the same layout).
+# containerDisk images of the local stack. A node agent's pods find a containerDisk image's disk in
+# the image store, as <store>/<url.PathEscape(image reference)>/disk.qcow2 (virt-launcher reads the
+# same layout); a node agent that pulls one from a registry (DVCR) puts it there too.
 # Included from the root Makefile.
 #
-#   make image-import IMAGE=registry.example/d8v/disks/alpine:3.20 DISK=~/alpine.qcow2
-#   make image-import IMAGE=... DISK=... IMAGE_STORE=/srv/d8v-images
-
-IMAGE_STORE ?= $(D8V_CACHE)/images
+#   make image-import                         # the tiny guest, as dvcr.d8-virtualization.svc/local/tiny-guest:latest
+#   make image-import NAME=alpine DISK=~/alpine.qcow2
+#   bin/devcluster image-import [-store DIR] IMAGE DISK   # a copy into the image store, no registry
 
 .PHONY: image-import
-image-import: $(DEVCLUSTER) ## Copy a qcow2 (DISK=) into the image store as the containerDisk image IMAGE=.
-	@test -n "$(IMAGE)" -a -n "$(DISK)" || { echo "usage: make image-import IMAGE=<reference> DISK=<file.qcow2> [IMAGE_STORE=dir]" >&2; exit 2; }
-	$(DEVCLUSTER) image-import -store "$(IMAGE_STORE)" "$(IMAGE)" "$(DISK)"
+image-import: $(DEVCLUSTER) ## Push a qcow2 (DISK=, default the tiny guest) into the module's DVCR as the containerDisk image local/NAME:latest (NAME=tiny-guest).
+	@disk="$(DISK)"; if [ -z "$$disk" ]; then disk=$$(bash hack/guest/build.sh | tail -1)/disk.qcow2; fi; \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) image-push "$(or $(NAME),tiny-guest)" "$$disk"

@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/imagepull"
 	"github.com/d8virt/devstack/localnet"
 )
 
@@ -122,7 +123,11 @@ type Config struct {
 	ClusterDomain string
 	// NodeDNS is the node's resolv.conf (kubelet's --resolv-conf) for Default pods.
 	NodeDNS DNSConf
-	Logger  *slog.Logger
+	// RegistryConfig is a JSON file of the registries whose images are pulled (imagepull.Hosts,
+	// with their TLS trust) into <root>/images, read at every pull; every other image runs as a
+	// program of BinDir (see ResolveExecutable). Empty, or a file that does not exist, names none.
+	RegistryConfig string
+	Logger         *slog.Logger
 }
 
 func (c *Config) allocatable() corev1.ResourceList {
@@ -255,8 +260,22 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	registries := func() (imagepull.Hosts, error) { return imagepull.Hosts{}, nil }
+	if cfg.RegistryConfig != "" {
+		registries = func() (imagepull.Hosts, error) { return imagepull.LoadHosts(cfg.RegistryConfig) }
+	}
+	// Registries are reached by their names in the cluster's DNS, as pods would (DVCR is a
+	// Service); a node without cluster DNS uses the host's resolver.
+	dial := imagepull.HostDialer()
+	if len(cfg.ClusterDNS) > 0 {
+		dial = imagepull.ClusterDialer(net.JoinHostPort(cfg.ClusterDNS[0], "53"), cfg.ClusterDomain)
+	}
+	puller, err := imagepull.New(filepath.Join(cfg.RootDir, "images"), registries, dial)
+	if err != nil {
+		return err
+	}
 	p := &Provider{
-		cfg: &cfg, log: lg, kube: kube, layout: Layout{Root: cfg.RootDir}, net: cfg.Net,
+		cfg: &cfg, log: lg, kube: kube, layout: Layout{Root: cfg.RootDir}, net: cfg.Net, puller: puller,
 		hostIP: cfg.Net.GatewayIP().String(), apiHost: apiHost, apiPort: apiPort, caCert: ca, ctx: ctx,
 		byUID: map[types.UID]*podRuntime{}, byName: map[string]types.UID{},
 	}

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/d8virt/devstack/imagepull"
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/proc"
 )
@@ -29,6 +31,24 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 		c.nextStart = now.Add(5 * time.Second)
 		r.log.Warn("container not started", "container", c.name, "err", err)
 		r.event(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %s", err))
+	}
+	c.pull.rootfs, c.pull.digest = "", ""
+	pulled, err := r.p.puller.Handles(spec.Image)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if pulled {
+		img, err := r.pullImage(ctx, pod, spec)
+		if err != nil {
+			c.pull.err, c.pull.never = err.Error(), errors.Is(err, imagepull.ErrNeverPull)
+			c.pull.failures++
+			c.nextStart = now.Add(pullBackoff(r.p.cfg.InitialBackoff, r.p.cfg.MaxBackoff, c.pull.failures))
+			r.log.Warn("image not pulled", "container", c.name, "image", spec.Image, "err", err)
+			r.event(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %s", spec.Image, err))
+			return
+		}
+		c.pull = pullState{rootfs: img.Rootfs, digest: img.Digest}
 	}
 	env, err := ContainerEnv(r.p.envSource(pod, r.state.PodIP), spec)
 	if err != nil {

@@ -25,6 +25,12 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 		ms = append(ms, Mount{Source: r.p.layout.EtcHosts(r.uid), Target: "/etc/hosts"})
 	}
 	ms = append(ms, Mount{Source: r.p.layout.ResolvConf(r.uid), Target: "/etc/resolv.conf"})
+	// A pulled containerDisk image shows its disk where KubeVirt's layout has it.
+	if c.pull.rootfs != "" {
+		if st, err := os.Stat(filepath.Join(c.pull.rootfs, ContainerDiskDir)); err == nil && st.IsDir() {
+			ms = append(ms, Mount{Source: filepath.Join(c.pull.rootfs, ContainerDiskDir), Target: ContainerDiskDir, ReadOnly: true})
+		}
+	}
 	tmp := spec.TerminationMessagePath
 	if tmp == "" {
 		tmp = corev1.TerminationMessagePathDefault

@@ -56,6 +56,7 @@ type ctr struct {
 	probeCancel context.CancelFunc
 	// configErr keeps a container from starting (CreateContainerConfigError) until a retry works.
 	configErr string
+	pull      pullState
 	nextStart time.Time
 }
 

@@ -17,6 +17,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/d8virt/devstack/imagepull"
 	"github.com/d8virt/devstack/localnet"
 )
 
@@ -50,6 +51,7 @@ type Provider struct {
 	ctx      context.Context
 	lister   corev1listers.PodLister
 	recorder record.EventRecorder
+	puller   *imagepull.Puller
 
 	mu     sync.Mutex
 	byUID  map[types.UID]*podRuntime

@@ -46,6 +46,9 @@ func (r *podRuntime) publish() {
 // containerStatus is a container's status as kubelet reports it.
 func (r *podRuntime) containerStatus(pod *corev1.Pod, c *ctr, now time.Time, initializing bool) corev1.ContainerStatus {
 	st := corev1.ContainerStatus{Name: c.name, Ready: c.ready, ImageID: c.rec.Exe}
+	if c.pull.digest != "" {
+		st.ImageID = c.pull.digest
+	}
 	if spec := r.specOf(pod, c); spec != nil {
 		st.Image = spec.Image
 	}
@@ -92,6 +95,12 @@ func (r *podRuntime) containerStatus(pod *corev1.Pod, c *ctr, now time.Time, ini
 	default:
 		w := &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 		switch {
+		case c.pull.never:
+			w.Reason, w.Message = "ErrImageNeverPull", c.pull.err
+		case c.pull.err != "" && c.pull.failures > 1 && now.Before(c.nextStart):
+			w.Reason, w.Message = "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: %s", st.Image, c.pull.err)
+		case c.pull.err != "":
+			w.Reason, w.Message = "ErrImagePull", c.pull.err
 		case c.configErr != "":
 			w.Reason, w.Message = "CreateContainerConfigError", c.configErr
 		case r.setupErr != "":

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,29 +99,21 @@ func (p *Proxy) Sync(want map[netip.AddrPort][]netip.AddrPort) error {
 				continue
 			}
 			f = &frontend{ln: ln}
+			bs := append([]netip.AddrPort(nil), backends...)
+			f.backends.Store(&bs) // before the first connection can be accepted
 			p.ports[addr] = f
 			p.wg.Add(1)
 			go p.serve(addr, f)
 			p.log.Info("service port added", "frontend", addr, "endpoints", len(backends))
-		} else if old := *f.backends.Load(); !equal(old, backends) {
-			p.log.Info("service endpoints changed", "frontend", addr, "endpoints", len(backends))
+			continue
 		}
-		bs := append([]netip.AddrPort(nil), backends...)
-		f.backends.Store(&bs)
+		if old := *f.backends.Load(); !slices.Equal(old, backends) {
+			p.log.Info("service endpoints changed", "frontend", addr, "endpoints", len(backends))
+			bs := append([]netip.AddrPort(nil), backends...)
+			f.backends.Store(&bs)
+		}
 	}
 	return errors.Join(errs...)
-}
-
-func equal(a, b []netip.AddrPort) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Close stops every listener and waits until their accept loops ended.

@@ -396,3 +396,14 @@ func (e *Env) ExposeService(t testing.TB, ns, name, ip string, port int32) {
 		t.Fatalf("create endpoint slice %s/%s: %v", ns, name, err)
 	}
 }
+
+// FreeLoopbackAddr is a 127.0.0.1 address with a port nothing listens at right now.
+func FreeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

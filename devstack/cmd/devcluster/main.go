@@ -26,6 +26,10 @@
 //	                                 restarted stack kept)
 //	devcluster image-import [-store DIR] IMAGE DISK
 //	                                 copy a qcow2 into the containerDisk image store
+//	devcluster [flags] image-push NAME DISK
+//	                                 push a qcow2 into the module's DVCR as the containerDisk
+//	                                 image local/NAME:latest; prints the reference pods pull
+//	                                 (dvcr.d8-virtualization.svc/local/NAME:latest)
 //	devcluster host add|del NAME     create or remove a test host (network namespace)
 //	devcluster host list             list the test hosts with their addresses
 //	devcluster net-down              remove every test host and the bridge
@@ -173,6 +177,8 @@ func run() error {
 		return prometheusUp(ctx, s, *portBase, args[2:])
 	case "image-import":
 		return imageImport(args[1:])
+	case "image-push":
+		return imagePush(ctx, s, args[1:])
 	case "host":
 		return host(cfg.Net, args[1:])
 	case "net-down":

@@ -160,6 +160,10 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 		return fmt.Errorf("%w\n(pods: kubectl --kubeconfig %s -n %s get pods; their logs: %s/nodes/*/pods/*/logs)",
 			err, s.KubeconfigPath(), module.Namespace, s.Config().StateDir)
 	}
+	// The nodes pull from DVCR from now on (they read the file at every pull).
+	if err := module.WriteNodeRegistryConfig(ctx, s); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "the module is installed (helm release %s in %s, %s); kubectl speaks kubevirt.io with --kubeconfig %s\n",
 		module.Release, module.Namespace, time.Since(start).Round(time.Second), module.KubeconfigPath(s))
 	fmt.Println(module.KubeconfigPath(s))

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/d8virt/devstack/controlplane"
+	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
 )
 
@@ -77,6 +78,7 @@ func nodeComponent(s *controlplane.Stack, ns nodeSpec) controlplane.Component {
 		"--kubeconfig", s.KubeconfigPath(), "--node-name", ns.Name,
 		"--root-dir", nodeRoot(s, ns.Name), "--bin-dir", ns.BinDir, "--image-store", ns.ImageStore,
 		"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain,
+		"--registry-config", module.RegistryConfigPath(s),
 	}
 	return controlplane.Component{
 		Name: nodeDaemon(ns.Name),
@@ -347,6 +349,21 @@ func nodeList(ctx context.Context, s *controlplane.Stack, binDir string) error {
 }
 
 // imageImport copies a qcow2 disk into the containerDisk image store.
+// imagePush pushes a qcow2 as a containerDisk image into the module's DVCR (make image-import).
+func imagePush(ctx context.Context, s *controlplane.Stack, args []string) error {
+	fs := flag.NewFlagSet("image-push", flag.ExitOnError)
+	_ = fs.Parse(args)
+	if fs.NArg() != 2 {
+		return errors.New("usage: devcluster image-push NAME DISK.qcow2")
+	}
+	ref, err := module.PushContainerDisk(ctx, s, fs.Arg(0), fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
 func imageImport(args []string) error {
 	fs := flag.NewFlagSet("image-import", flag.ExitOnError)
 	store := fs.String("store", nodeagent.DefaultImageStore(), "image store directory")

@@ -58,6 +58,7 @@ func run() error {
 	clusterDNS := fs.String("cluster-dns", "", "nameservers of ClusterFirst pods, comma-separated (default: the cluster IP of kube-system/kube-dns, if there is one)")
 	clusterDomain := fs.String("cluster-domain", "cluster.local", "the cluster's DNS domain, for the pods' search path")
 	resolvConf := fs.String("resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, for Default pods")
+	registries := fs.String("registry-config", "", `JSON file of the registries whose images are pulled, as containerd's hosts.toml configures a node: {"host:port": {"ca": "ca.pem"} or {"plainHTTP": true}}, read at every pull (a missing file names none); other images run from --bin-dir`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	_ = fs.Parse(os.Args[1:])
@@ -115,6 +116,7 @@ func run() error {
 		}
 	}
 	cfg.ClusterDomain = *clusterDomain
+	cfg.RegistryConfig = *registries
 	if cfg.NodeDNS, err = readResolvConf(*resolvConf); err != nil {
 		return err
 	}

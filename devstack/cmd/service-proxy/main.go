@@ -212,7 +212,7 @@ func ensureDNSService(ctx context.Context, kube kubernetes.Interface, ip netip.A
 	case apierrors.IsNotFound(err):
 		_, err = kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("create service kube-system/%s with cluster IP %s: %w", DNSServiceName, ip, err)
+			return fmt.Errorf("create service kube-system/%s with cluster IP %s (a stack made before each stack had a Service range of its own refuses it: devcluster down -purge it once): %w", DNSServiceName, ip, err)
 		}
 		return nil
 	case err != nil:

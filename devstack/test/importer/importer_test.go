@@ -7,7 +7,6 @@ package importer
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -30,7 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/d8virt/devstack/dvcr"
-	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 )
@@ -57,38 +56,24 @@ type registry struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{importer: buildImporter(t), dir: t.TempDir(), files: map[string][]byte{}}
+	f := &fixture{importer: buildImporter(t), dir: t.TempDir()}
 	tmp := t.TempDir()
 
-	img, err := guest.BuildImage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qcow2, err := os.ReadFile(img.Disk)
-	if err != nil {
+	f.files = guesttest.ImportFiles(t, ctx)
+	qcow2 := filepath.Join(tmp, "disk.qcow2")
+	if err := os.WriteFile(qcow2, f.files["disk.qcow2"], 0o644); err != nil {
 		t.Fatal(err)
 	}
 	rawPath := filepath.Join(tmp, "disk.img")
-	if out, err := exec.Command("qemu-img", "convert", "-f", "qcow2", "-O", "raw", img.Disk, rawPath).CombinedOutput(); err != nil {
+	if out, err := exec.Command("qemu-img", "convert", "-f", "qcow2", "-O", "raw", qcow2, rawPath).CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img convert: %v: %s", err, out)
 	}
+	var err error
 	if f.raw, err = os.ReadFile(rawPath); err != nil {
 		t.Fatal(err)
 	}
-	iso, err := guest.NoCloudISO(tmp, "instance-id: iso\n", "#!/bin/sh\ntrue\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	isoData, _ := os.ReadFile(iso)
-	for name, data := range map[string][]byte{
-		"disk.qcow2":    qcow2,
-		"disk.qcow2.gz": gz(qcow2),
-		"disk.img":      f.raw,
-		"disk.img.gz":   gz(f.raw),
-		"cidata.iso":    isoData,
-		"index.html":    []byte("<!DOCTYPE html>\n<html><body>Download our image!</body></html>\n"),
-	} {
-		f.files[name] = data
+	f.files["disk.img"], f.files["disk.img.gz"] = f.raw, guesttest.Gzip(f.raw)
+	for name, data := range f.files {
 		if err := os.WriteFile(filepath.Join(f.dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -142,14 +127,6 @@ func startDVCR(t testing.TB) registry {
 		}
 	}
 	return r
-}
-
-func gz(b []byte) []byte {
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	w.Write(b)
-	w.Close()
-	return buf.Bytes()
 }
 
 func sha(b []byte) string {
@@ -265,6 +242,7 @@ func TestImporter(t *testing.T) {
 	t.Run("failures", func(t *testing.T) { testFailures(t, f) })
 	t.Run("DVCR access", func(t *testing.T) { testAccess(t, f) })
 	t.Run("progress metrics", func(t *testing.T) { testProgress(t, f) })
+	t.Run("upload", func(t *testing.T) { testUpload(t, f) })
 }
 
 func testToDVCR(t *testing.T, f *fixture) {
@@ -375,7 +353,7 @@ func testFailures(t *testing.T, f *fixture) {
 		{name: "larger than the target (gzipped raw)", args: []string{"--" + contract.FlagSourceURL, f.url("disk.img.gz"), "--" + contract.FlagCapacity, "1048576"},
 			reason: contract.ReasonTooLarge, msg: "larger than the destination's 1048576"},
 		{name: "unreachable", args: []string{"--" + contract.FlagSourceURL, "http://127.0.0.1:1/disk.qcow2"}, reason: contract.ReasonSourceUnreachable, msg: "cannot reach"},
-		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url and --source-image"},
+		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url, --source-image and --source-upload-address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

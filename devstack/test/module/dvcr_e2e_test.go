@@ -23,41 +23,13 @@ import (
 // anonymous may not pull; TLS with the chart's CA for dvcr.<namespace>.svc.
 func checkDVCR(t *testing.T, ctx context.Context, st *stack) {
 	t.Helper()
-	pods, err := st.kube.CoreV1().Pods(module.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=dvcr"})
-	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
-		t.Fatalf("DVCR's pod: %v %v", pods, err)
-	}
-	ip := pods.Items[0].Status.PodIP
-	secret := func(name string) map[string][]byte {
-		s, err := st.kube.CoreV1().Secrets(module.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s.Data
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(secret("dvcr-tls")["ca.crt"])
-	// The certificate names the Service; the test reaches the pod by its address.
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "dvcr." + module.Namespace + ".svc"}}
-	user := func(secretName string) authn.Authenticator {
-		var config struct {
-			Auths map[string]struct{ Username, Password string }
-		}
-		if err := json.Unmarshal(secret(secretName)[".dockerconfigjson"], &config); err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range config.Auths {
-			return &authn.Basic{Username: a.Username, Password: a.Password}
-		}
-		t.Fatalf("%s has no credentials", secretName)
-		return nil
-	}
-	pusher, puller := user("dvcr-pusher"), user("dvcr-puller")
-	push, err := name.ParseReference(net.JoinHostPort(ip, "5000") + "/cvi/e2e:latest")
+	d := dvcrAccess(t, ctx, st)
+	tr, pusher, puller := d.tr, d.pusher, d.puller
+	push, err := name.ParseReference(net.JoinHostPort(d.ip, "5000") + "/cvi/e2e:latest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pull, err := name.ParseReference(net.JoinHostPort(ip, "5001") + "/cvi/e2e:latest")
+	pull, err := name.ParseReference(net.JoinHostPort(d.ip, "5001") + "/cvi/e2e:latest")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +61,48 @@ func checkDVCR(t *testing.T, ctx context.Context, st *stack) {
 	if _, err := remote.Image(pull, remote.WithAuth(authn.Anonymous), remote.WithTransport(tr), remote.WithContext(ctx)); err == nil {
 		t.Error("anonymous pulled")
 	}
+}
+
+// dvcr is how the test reaches the chart's DVCR pod: its address, a transport trusting the
+// chart's CA for dvcr.<namespace>.svc, and the pusher's and puller's credentials.
+type dvcr struct {
+	ip             string
+	tr             http.RoundTripper
+	pusher, puller authn.Authenticator
+	caPEM          []byte
+}
+
+func dvcrAccess(t *testing.T, ctx context.Context, st *stack) dvcr {
+	t.Helper()
+	pods, err := st.kube.CoreV1().Pods(module.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=dvcr"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		t.Fatalf("DVCR's pod: %v %v", pods, err)
+	}
+	secret := func(name string) map[string][]byte {
+		s, err := st.kube.CoreV1().Secrets(module.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Data
+	}
+	d := dvcr{ip: pods.Items[0].Status.PodIP, caPEM: secret("dvcr-tls")["ca.crt"]}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(d.caPEM)
+	// The certificate names the Service; the test reaches the pod by its address.
+	d.tr = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "dvcr." + module.Namespace + ".svc"}}
+	user := func(secretName string) authn.Authenticator {
+		var config struct {
+			Auths map[string]struct{ Username, Password string }
+		}
+		if err := json.Unmarshal(secret(secretName)[".dockerconfigjson"], &config); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range config.Auths {
+			return &authn.Basic{Username: a.Username, Password: a.Password}
+		}
+		t.Fatalf("%s has no credentials", secretName)
+		return nil
+	}
+	d.pusher, d.puller = user("dvcr-pusher"), user("dvcr-puller")
+	return d
 }

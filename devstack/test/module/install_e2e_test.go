@@ -55,8 +55,6 @@ type stack struct {
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
-	// guestDisk is the tiny guest's bootable qcow2 disk.
-	guestDisk string
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -94,7 +92,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt, guestDisk: img.Disk}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -144,6 +142,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkClusterVirtualImage(t, st)
 	checkIPAM(t, st)
 	checkVirtualMachine(t, ctx, st)
+	checkImageImports(t, ctx, st)
 
 	t.Log("examples/vm.yaml boots, and its console answers")
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/prometheus"
+	"github.com/d8virt/devstack/testenv"
 )
 
 // Prometheus scrapes as its account (prometheus.Account, bound to the metrics-reader ClusterRole
@@ -40,7 +40,7 @@ var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
 // that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
-	run := prometheus.OnStack{Stack: st.s, ModuleNamespace: module.Namespace, Dir: t.TempDir(), Addr: freeLoopbackAddr(t),
+	run := prometheus.OnStack{Stack: st.s, ModuleNamespace: module.Namespace, Dir: t.TempDir(), Addr: testenv.FreeLoopbackAddr(t),
 		ScrapeInterval: "5s", TokenTTL: time.Hour}
 	srv, comp, err := run.Run(ctx)
 	t.Cleanup(func() {
@@ -109,16 +109,6 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // The metrics Services and their ports: every one must be a target that is up.

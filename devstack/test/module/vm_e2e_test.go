@@ -2,19 +2,20 @@ package module
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d8virt/devstack/guest/guesttest"
 )
 
-// vmManifest: a default class, a VirtualDisk over a claim the test makes (on a hostPath volume
-// whose directory holds the tiny guest as a raw disk.img: this stack has no provisioner, and the
-// disk controller that would import it is not merged yet), and a friendly VM that names no class,
-// with runPolicy AlwaysOff and inline cloud-init. VOLUME_DIR is the volume's directory.
+// vmManifest: a default class, a VirtualDisk made from the ClusterVirtualImage module-e2e-root
+// (created later by the test: until then the disk waits for its source), and a friendly VM that
+// names no class, with runPolicy AlwaysOff and inline cloud-init.
 const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
 kind: VirtualMachineClass
 metadata:
@@ -25,35 +26,6 @@ spec:
   cpu:
     type: Host
 ---
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: module-e2e-root
-spec:
-  capacity:
-    storage: 64Mi
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  storageClassName: ""
-  hostPath:
-    path: VOLUME_DIR
-  claimRef:
-    namespace: default
-    name: module-e2e-root
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: module-e2e-root
-  namespace: default
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: ""
-  volumeName: module-e2e-root
-  resources:
-    requests:
-      storage: 64Mi
----
 apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualDisk
 metadata:
@@ -62,6 +34,9 @@ metadata:
 spec:
   persistentVolumeClaim:
     size: 64Mi
+  dataSource:
+    type: ObjectRef
+    objectRef: {kind: ClusterVirtualImage, name: module-e2e-root}
 ---
 apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualMachine
@@ -89,7 +64,7 @@ spec:
 // checkVirtualMachine checks the VirtualMachine controller through the chart's
 // virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
 // (the internal VM is read back through the admin's renamed names): the default class fills the
-// VM's class, a disk not ready keeps the VM Pending, the internal VM appears with the VM's spec
+// VM's class, a disk not ready keeps the VM Pending, IPAM's address becomes the VM's and its Pod's, the internal VM appears with the VM's spec
 // once it is, AlwaysOff keeps it off, AlwaysOn boots the real guest (its console answers), a
 // change of cores waits for a restart, `kubectl get vm` shows the columns, a poweroff inside the
 // guest with AlwaysOn starts it again (with the new cores), with AlwaysOnUnlessStoppedManually it
@@ -99,12 +74,8 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Helper()
 	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
 	kc := st.s.KubeconfigPath()
-	volume := t.TempDir()
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", st.guestDisk, filepath.Join(volume, "disk.img")).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img convert: %v\n%s", err, out)
-	}
 	manifest := filepath.Join(t.TempDir(), "vm.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.ReplaceAll(vmManifest, "VOLUME_DIR", volume)), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(vmManifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st.kubectl(t, kc, "apply", "-f", manifest)
@@ -130,9 +101,19 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		t.Errorf("an internal VM before its disk is ready: %s", out)
 	}
 
-	// The disk controller is not on this branch yet: mark the disk Ready on its claim.
-	st.kubectl(t, kc, "-n", "default", "patch", "vd/module-e2e-root", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"phase":"Ready","capacity":"64Mi","target":{"persistentVolumeClaimName":"module-e2e-root"}}}`)
+	t.Log("the ClusterVirtualImage the disk is made from is imported over HTTP, then the disk from it")
+	g := serveGuestFiles(t, ctx)
+	image := fmt.Sprintf("apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: ClusterVirtualImage\nmetadata: {name: module-e2e-root}\nspec:\n  dataSource:%s\n",
+		g.httpSource("disk.qcow2", g.sha256("disk.qcow2")))
+	imageFile := filepath.Join(t.TempDir(), "cvi.yaml")
+	if err := os.WriteFile(imageFile, []byte(image), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st.kubectl(t, kc, "apply", "-f", imageFile)
+	defer st.kubectl(t, kc, "delete", "-f", imageFile, "--ignore-not-found", "--timeout=120s")
+	wait("cvi/module-e2e-root", "jsonpath={.status.phase}=Ready", 3*time.Minute)
+	wait("vd/module-e2e-root", "jsonpath={.status.phase}=Ready", 3*time.Minute)
+	claim := get("vd/module-e2e-root", "{.status.target.persistentVolumeClaimName}")
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", time.Minute)
 	internal := "internalvirtualizationvirtualmachines/module-e2e"
 	checks := map[string]string{
@@ -142,7 +123,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		"{.spec.template.spec.domain.resources.requests.cpu}":                                   "500m",
 		"{.spec.template.spec.domain.resources.limits.cpu}":                                     "1",
 		"{.spec.template.spec.domain.memory.guest}":                                             "128Mi",
-		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      "module-e2e-root",
+		"{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}":                      claim,
 		"{.spec.template.spec.domain.devices.disks[0].bootOrder}":                               "1",
 		"{.spec.template.spec.domain.cpu.model}":                                                "host-model",
 		"{.spec.template.spec.networks[0].name}":                                                "default",
@@ -163,6 +144,14 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Running", 3*time.Minute)
 	if got := get("vm/module-e2e", "{.status.nodeName}"); got != nodeName {
 		t.Errorf("nodeName %q", got)
+	}
+	// IPAM made the VM's address; the launcher Pod has it.
+	addr := get("vmip/module-e2e", "{.status.address}")
+	if got := get("vm/module-e2e", "{.status.ipAddress}"); addr == "" || got != addr {
+		t.Errorf("status.ipAddress %q, the VirtualMachineIPAddress's %q", got, addr)
+	}
+	if got := get("internalvirtualizationvirtualmachineinstances/module-e2e", "{.status.interfaces[0].ipAddress}"); got != addr {
+		t.Errorf("the VMI's address %q, want the VirtualMachineIPAddress's %q", got, addr)
 	}
 	if got := get("vm/module-e2e", "{.status.resources.cpu.coreFraction}"); got != "50%" {
 		t.Errorf("resources.cpu.coreFraction %q", got)
@@ -194,10 +183,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Log("AlwaysOn: a poweroff inside the guest starts it again, with the new cores")
 	vmi := "internalvirtualizationvirtualmachineinstances/module-e2e"
 	uid := get(vmi, "{.metadata.uid}")
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, con)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		now := st.kubectl(t, kc, "-n", "default", "get", vmi, "--ignore-not-found", "-o", "jsonpath={.metadata.uid} {.status.phase}")
@@ -216,24 +202,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 
 	t.Log("AlwaysOnUnlessStoppedManually: a poweroff inside the guest leaves it Stopped")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOnUnlessStoppedManually"}}`)
-	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
-	answer := regexp.MustCompile(`answer-42`)
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted guest does not answer\nconsole so far:\n%s", con)
-		}
-	}
-	if err := con.Write("poweroff\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = con.Close()
+	powerOff(t, openConsole(t, ctx, st.kubevirt, "module-e2e"))
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", 2*time.Minute)
 	time.Sleep(5 * time.Second)
 	if got := get("vm/module-e2e", "{.status.phase}"); got != "Stopped" {
@@ -250,4 +219,30 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		}
 	}
 	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
+}
+
+// powerOff waits for the guest's shell to answer on its console, types poweroff, and waits for the
+// guest's shutdown mark before it closes the console.
+func powerOff(t *testing.T, con *guesttest.Console) {
+	t.Helper()
+	defer func() { _ = con.Close() }()
+	answer := regexp.MustCompile(`answer-42`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest's shell does not answer\nconsole so far:\n%s", con)
+		}
+	}
+	if err := con.Write("poweroff\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := con.WaitFor(regexp.MustCompile(`D8V-GUEST-SHUTDOWN`), time.Minute); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
 }

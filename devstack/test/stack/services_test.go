@@ -40,28 +40,9 @@ func TestServices(t *testing.T) {
 			t.Fatalf("the pods of this test run busybox and curl: %v", err)
 		}
 	}
-	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./devstack/cmd/node-agent")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build node-agent: %v\n%s", err, out)
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	s := &nodeAgentSuite{t: t, env: env, run: hex.EncodeToString(b[:]), uids: map[types.UID]bool{}}
-	name := "svc-" + s.run
-	root := filepath.Join(t.TempDir(), "root")
-	a := &agentProc{t: t, name: name, root: root, bin: filepath.Join(bin, "node-agent"), logPath: filepath.Join(t.TempDir(), "agent.log")}
 	// No --cluster-dns: the agent finds kube-system/kube-dns, as the module's tests' agents do.
-	a.args = []string{"--kubeconfig", env.Kubeconfig, "--node-name", name, "--root-dir", root, "--bin-dir", bin,
-		"--image-store", filepath.Join(t.TempDir(), "images"), "--labels", "d8v.test/agents=" + s.run, "--kubelet-port", "-1"}
-	s.agents = []*agentProc{a}
-	t.Cleanup(func() { s.teardown() })
-	a.start()
+	s, a := oneAgent(t, env, "svc")
+	root := a.root
 	s.ns = env.Namespace(t)
 	ctx := testenv.Context(t)
 
@@ -187,6 +168,34 @@ func TestServices(t *testing.T) {
 		}
 		waitFile(t, filepath.Join(dir, "got"), func(b string) bool { return b == "served-by-web-a" })
 	})
+}
+
+// oneAgent builds node-agent and starts one agent with a node of its own (label
+// d8v.test/agents=<run>, which s.create selects), stopped and cleaned up when the test ends.
+func oneAgent(t *testing.T, env *testenv.Env, prefix string, extra ...string) (*nodeAgentSuite, *agentProc) {
+	t.Helper()
+	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./devstack/cmd/node-agent")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build node-agent: %v\n%s", err, out)
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	s := &nodeAgentSuite{t: t, env: env, run: hex.EncodeToString(b[:]), uids: map[types.UID]bool{}}
+	name := prefix + "-" + s.run
+	root := filepath.Join(t.TempDir(), "root")
+	a := &agentProc{t: t, name: name, root: root, bin: filepath.Join(bin, "node-agent"), logPath: filepath.Join(t.TempDir(), "agent.log")}
+	a.args = append([]string{"--kubeconfig", env.Kubeconfig, "--node-name", name, "--root-dir", root, "--bin-dir", bin,
+		"--image-store", filepath.Join(t.TempDir(), "images"), "--labels", "d8v.test/agents=" + s.run, "--kubelet-port", "-1"}, extra...)
+	s.agents = []*agentProc{a}
+	t.Cleanup(func() { s.teardown() })
+	a.start()
+	return s, a
 }
 
 func webPod(name string) *corev1.Pod {

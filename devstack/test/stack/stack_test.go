@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/proc"
@@ -58,6 +61,20 @@ func TestSecondStackSideBySide(t *testing.T) {
 	out, err = exec.Command(kubectl, "--kubeconfig", s.KubeconfigPath(), "version", "-o", "json").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"gitVersion": "`+controlplane.K8sVersion+`"`) {
 		t.Fatalf("kubectl version does not report %s: %v\n%s", controlplane.K8sVersion, err, out)
+	}
+
+	// Its Services live in a range of their own: the ClusterIPs of two stacks never clash on the
+	// host that serves them all.
+	out, err = exec.Command(kubectl, "--kubeconfig", s.KubeconfigPath(), "get", "svc", "kubernetes", "-o", "jsonpath={.spec.clusterIP}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get svc kubernetes: %v\n%s", err, out)
+	}
+	shared, err := env.Kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine := netip.MustParseAddr(string(out)); !s.Config().ServicePrefix().Contains(mine) || mine.String() == shared.Spec.ClusterIP {
+		t.Errorf("the second stack's kubernetes Service has %s (range %s), the shared one's %s", mine, s.Config().ServicePrefix(), shared.Spec.ClusterIP)
 	}
 
 	if err := s.Down(false); err != nil {

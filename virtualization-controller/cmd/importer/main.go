@@ -37,6 +37,8 @@ import (
 
 type options struct {
 	sourceURL, sourceImage, sourceCA, sourceAuth string
+	uploadAddress, uploadTokenFile               string
+	uploadTimeout                                time.Duration
 	sums                                         map[string]*string
 	destImage, destCA, destAuth, destFile        string
 	capacity                                     int64
@@ -52,6 +54,9 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.sourceImage, contract.FlagSourceImage, "", "container-disk image to read the disk/ file of")
 	fs.StringVar(&o.sourceCA, contract.FlagSourceCABundle, "", "PEM file of CAs trusted for the source")
 	fs.StringVar(&o.sourceAuth, contract.FlagSourceAuthFile, "", ".dockerconfigjson file for the source image")
+	fs.StringVar(&o.uploadAddress, contract.FlagSourceUploadAddress, "", "address to wait for the user's upload at ("+contract.UploadPath+")")
+	fs.StringVar(&o.uploadTokenFile, contract.FlagUploadTokenFile, "", "file with the token the upload must bear")
+	fs.DurationVar(&o.uploadTimeout, contract.FlagUploadTimeout, time.Hour, "how long to wait for the upload to begin")
 	for _, alg := range []string{contract.FlagMD5, contract.FlagSHA1, contract.FlagSHA256, contract.FlagSHA512} {
 		o.sums[alg] = fs.String(alg, "", "expected "+alg+" of the source as served (hex)")
 	}
@@ -81,8 +86,11 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	if envErr != nil {
 		return o, envErr
 	}
-	if (o.sourceURL == "") == (o.sourceImage == "") {
-		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage)
+	if n := countSet(o.sourceURL, o.sourceImage, o.uploadAddress); n != 1 {
+		return o, fmt.Errorf("give exactly one of --%s, --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage, contract.FlagSourceUploadAddress)
+	}
+	if (o.uploadAddress == "") != (o.uploadTokenFile == "") {
+		return o, fmt.Errorf("--%s goes with --%s", contract.FlagSourceUploadAddress, contract.FlagUploadTokenFile)
 	}
 	if (o.destImage == "") == (o.destFile == "") {
 		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagDestinationImage, contract.FlagDestinationFile)
@@ -91,6 +99,16 @@ func parse(args []string, getenv func(string) string) (options, error) {
 		return o, fmt.Errorf("--%s must be at least 1", contract.FlagRetries)
 	}
 	return o, nil
+}
+
+func countSet(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func main() {
@@ -166,7 +184,11 @@ func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, err
 	if err := serveMetrics(ctx, o.metrics, reg, log); err != nil {
 		return contract.Result{}, err
 	}
-	return im.Run(ctx)
+	res, err := im.Run(ctx)
+	if u, ok := im.Source.(*source.Upload); ok {
+		u.Finish(err) // the uploader learns the outcome
+	}
+	return res, err
 }
 
 func newSource(o options, backoff source.Backoff, log *slog.Logger) (importer.Source, error) {
@@ -174,8 +196,19 @@ func newSource(o options, backoff source.Backoff, log *slog.Logger) (importer.So
 	if err != nil {
 		return nil, contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
 	}
-	if o.sourceURL != "" {
+	switch {
+	case o.sourceURL != "":
 		return &source.HTTP{URL: o.sourceURL, Client: &http.Client{Transport: tr}, Backoff: backoff, Sleep: source.RealSleep, Log: log}, nil
+	case o.uploadAddress != "":
+		token, err := os.ReadFile(o.uploadTokenFile)
+		if err != nil || len(strings.TrimSpace(string(token))) == 0 {
+			return nil, contract.Errorf(contract.ReasonInvalidArguments, "upload token file %s: empty or unreadable: %v", o.uploadTokenFile, err)
+		}
+		l, err := net.Listen("tcp", o.uploadAddress)
+		if err != nil {
+			return nil, contract.Errorf(contract.ReasonInvalidArguments, "upload address: %w", err)
+		}
+		return &source.Upload{Listener: l, Token: strings.TrimSpace(string(token)), Timeout: o.uploadTimeout, Log: log}, nil
 	}
 	keys, err := keychain(o.sourceAuth)
 	if err != nil {

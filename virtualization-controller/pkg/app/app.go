@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +38,9 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/cabundle"
 	"github.com/d8virt/virtualization-controller/pkg/classcrd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
+	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vd"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
@@ -115,15 +119,32 @@ func run(ctx context.Context, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("readyz: %w", err)
 	}
-	pods := cvi.PodConfig{
+	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
-		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret,
+		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, UploadTimeout: o.UploadTimeout,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
-	r := cvi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), pods, scraper, dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile), clock.RealClock{}, mgr.GetEventRecorder(cvi.EventSource), o.ProgressInterval)
-	if err := r.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("clustervirtualimage controller: %w", err)
+	images := dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile)
+	imports := image.NewImportMetrics()
+	for _, c := range imports.Collectors() {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for kind, source := range map[image.Kind]string{cvi.Kind{}: cvi.EventSource, vi.Kind{}: vi.EventSource} {
+		r := image.NewReconciler(image.Config{
+			Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pods: pods,
+			Progress: scraper, Images: images, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(source), Metrics: imports,
+			NewToken:         newToken,
+			ProgressInterval: o.ProgressInterval, SourceInterval: o.SourceInterval,
+		})
+		if err := r.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("%s controller: %w", kind.Name(), err)
+		}
+		if err := ctrlmetrics.Registry.Register(image.NewPhaseCollector(kind, mgr.GetClient())); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))
 	if err := vms.SetupWithManager(mgr); err != nil {
@@ -140,7 +161,7 @@ func run(ctx context.Context, o Options) error {
 	if err := vmip.Setup(ctx, mgr, vmip.Config{Range: o.VirtualMachineCIDRs, Retention: o.LeaseRetention, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(vmip.EventSource)}); err != nil {
 		return err
 	}
-	for _, c := range []prometheus.Collector{cvi.NewPhaseCollector(mgr.GetClient()), vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
+	for _, c := range []prometheus.Collector{vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
 		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient()), vd.NewPhaseCollector(mgr.GetClient())} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -195,6 +216,15 @@ func setupWebhooks(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	return mgr.Add(cabundle.NewPatcher(kube, o.WebhookConfiguration, ca, mgr.GetLogger().WithName("cabundle"), 2*time.Second))
+}
+
+// newToken is 32 random bytes in hex: an upload token.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func parseLevel(s string) (slog.Level, error) {

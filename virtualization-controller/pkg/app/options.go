@@ -58,6 +58,11 @@ type Options struct {
 	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle the controller
 	// sets to WebhookCAFile.
 	WebhookConfiguration string
+	// SourceInterval is how often an image that waits for its source (an object not Ready
+	// yet, a missing pull secret) looks again.
+	SourceInterval time.Duration
+	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
+	UploadTimeout time.Duration
 	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
 	LogLevel string
 }
@@ -89,6 +94,8 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookService, "webhook-service", "virtualization-controller-webhook", "Service (in --namespace, port 443) in front of the webhook server")
 	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration whose caBundle is set to the webhook CA")
+	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
+	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -140,8 +147,10 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
 		}
 	}
-	if o.ProgressInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--progress-interval %s: must be positive", o.ProgressInterval))
+	for flagName, d := range map[string]time.Duration{"--progress-interval": o.ProgressInterval, "--source-interval": o.SourceInterval, "--upload-timeout": o.UploadTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must be positive", flagName, d))
+		}
 	}
 	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1 to 65535", o.WebhookPort))

@@ -18,7 +18,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
 			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
 				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRPullerSecret != "dvcr-puller" || o.DVCRTLSSecret != "dvcr-tls" ||
-				o.ProgressInterval != 2*time.Second || o.LogLevel != "info" {
+				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.LogLevel != "info" {
 				t.Errorf("defaults: %+v", o)
 			}
 		}},
@@ -36,6 +36,8 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad namespace", args: []string{"--namespace=Bad_NS", "--importer-image=i", "--dvcr-address=d:1"}, wantErr: `--namespace "Bad_NS"`},
 		{name: "bad secret", args: append(required, "--dvcr-tls-secret=No!"), wantErr: `--dvcr-tls-secret "No!"`},
 		{name: "zero interval", args: append(required, "--progress-interval=0s"), wantErr: "--progress-interval 0s: must be positive"},
+		{name: "negative source interval", args: append(required, "--source-interval=-1s"), wantErr: "--source-interval -1s: must be positive"},
+		{name: "zero upload timeout", args: append(required, "--upload-timeout=0s"), wantErr: "--upload-timeout 0s: must be positive"},
 		{name: "bad level", args: append(required, "--log-level=loud"), wantErr: `--log-level "loud"`},
 		{name: "cidrs", args: append(required, "--virtual-machine-cidrs=10.66.10.0/24,10.66.20.0/24", "--ip-lease-retention=1m"), check: func(t *testing.T, o Options) {
 			if o.VirtualMachineCIDRs.String() != "10.66.10.0/24,10.66.20.0/24" || o.LeaseRetention != time.Minute {

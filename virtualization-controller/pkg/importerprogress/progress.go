@@ -15,9 +15,10 @@ import (
 )
 
 // Progress is what an importer reports while it runs. Ratio is negative while the source's size
-// is unknown.
+// is unknown; ReadBytes is what it has read of the source (0 while an upload has not begun).
 type Progress struct {
 	Ratio             float64
+	ReadBytes         float64
 	SpeedBytes        float64
 	AverageSpeedBytes float64
 }
@@ -52,6 +53,7 @@ func Parse(r io.Reader) (Progress, error) {
 	if v, ok := value(contract.MetricProgressRatio); ok {
 		p.Ratio = v
 	}
+	p.ReadBytes, _ = value(contract.MetricReadBytes)
 	p.SpeedBytes, _ = value(contract.MetricSpeedBytes)
 	p.AverageSpeedBytes, _ = value(contract.MetricAverageSpeedBytes)
 	return p, nil

@@ -28,7 +28,7 @@ func TestParse(t *testing.T) {
 		want    Progress
 		wantErr bool
 	}{
-		{name: "running", in: running, want: Progress{Ratio: 0.452, SpeedBytes: 1048576, AverageSpeedBytes: 2048}},
+		{name: "running", in: running, want: Progress{Ratio: 0.452, ReadBytes: 4096, SpeedBytes: 1048576, AverageSpeedBytes: 2048}},
 		{name: "size unknown", in: "# TYPE d8_virtualization_importer_speed_bytes_per_second gauge\nd8_virtualization_importer_speed_bytes_per_second 5\n", want: Progress{Ratio: -1, SpeedBytes: 5}},
 		{name: "empty", in: "", want: Progress{Ratio: -1}},
 		{name: "garbage", in: "not { metrics", wantErr: true},

@@ -118,6 +118,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if internal != nil && !metav1.IsControlledBy(internal, vm) {
+		// A kubevirt.io VM of that name that this VM does not own (made directly, or by an older
+		// VM of the name): never taken over.
+		r.event(vm, Event{Type: corev1.EventTypeWarning, Reason: string(vmcondition.ReasonInternalVirtualMachineError),
+			Note: fmt.Sprintf("an internal VM %s exists that this VirtualMachine does not own", internal.Name)})
+		return ctrl.Result{}, nil
+	}
 	if vm.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.cleanup(ctx, vm, internal, vmi)
 	}
@@ -282,22 +289,19 @@ func SecretProblem(name string, s *corev1.Secret) string {
 	return ""
 }
 
-// ipAddress is the VM's VirtualMachineIPAddress: the one its spec names, else the one of its
-// namespace whose status names the VM; nil when there is none.
+// ipAddress is the VM's VirtualMachineIPAddress: the one its spec names, else the one IPAM
+// creates for it, named after the VM; nil while there is none.
 func (r *Reconciler) ipAddress(ctx context.Context, vm *v1alpha2.VirtualMachine) (*v1alpha2.VirtualMachineIPAddress, error) {
-	if name := vm.Spec.VirtualMachineIPAddressName; name != "" {
-		return getOptional(ctx, r.client, types.NamespacedName{Namespace: vm.Namespace, Name: name}, &v1alpha2.VirtualMachineIPAddress{})
+	return getOptional(ctx, r.client, types.NamespacedName{Namespace: vm.Namespace, Name: IPAddressName(vm)}, &v1alpha2.VirtualMachineIPAddress{})
+}
+
+// IPAddressName is the name of the VM's VirtualMachineIPAddress: spec.virtualMachineIPAddressName,
+// else the VM's own name (as IPAM names the one it creates, after the reference module).
+func IPAddressName(vm *v1alpha2.VirtualMachine) string {
+	if vm.Spec.VirtualMachineIPAddressName != "" {
+		return vm.Spec.VirtualMachineIPAddressName
 	}
-	var list v1alpha2.VirtualMachineIPAddressList
-	if err := r.client.List(ctx, &list, client.InNamespace(vm.Namespace)); err != nil {
-		return nil, fmt.Errorf("list VirtualMachineIPAddresses: %w", err)
-	}
-	for i := range list.Items {
-		if list.Items[i].Status.VirtualMachineName == vm.Name {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
+	return vm.Name
 }
 
 // applyInternal creates the internal VM, or updates its spec to the one built now.

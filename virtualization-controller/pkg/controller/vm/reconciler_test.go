@@ -94,7 +94,9 @@ func defaultClass() *v1alpha3.VirtualMachineClass {
 
 func TestReconcileCreatesAndStarts(t *testing.T) {
 	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}}
-	w := newWorld(t, reconcilerVM(), defaultClass(), vd)
+	vmip := &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Status: v1alpha2.VirtualMachineIPAddressStatus{Address: "10.66.10.3", VirtualMachineName: "web"}}
+	w := newWorld(t, reconcilerVM(), defaultClass(), vd, vmip)
 
 	w.reconcile()
 	vm := w.vm()
@@ -116,6 +118,9 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 	kv := w.internal()
 	if kv == nil {
 		t.Fatal("no internal VM")
+	}
+	if got := kv.Spec.Template.ObjectMeta.Annotations[AnnotationIPAddress]; got != "10.66.10.3" {
+		t.Errorf("the template asks for address %q, want the VMIP's", got)
 	}
 	if reqs := kv.Status.StateChangeRequests; len(reqs) != 1 || reqs[0].Action != kubevirtv1.StartRequest {
 		t.Errorf("state change requests %+v, want a Start", reqs)
@@ -143,7 +148,7 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 	}
 	w.reconcile()
 	st := w.vm().Status
-	if st.Phase != v1alpha2.MachineRunning || st.NodeName != "n1" || st.IPAddress != "10.0.0.5" || !meta.IsStatusConditionTrue(st.Conditions, string(vmcondition.TypeAgentReady)) {
+	if st.Phase != v1alpha2.MachineRunning || st.NodeName != "n1" || st.IPAddress != "10.66.10.3" || st.VirtualMachineIPAddressName != "web" || !meta.IsStatusConditionTrue(st.Conditions, string(vmcondition.TypeAgentReady)) {
 		t.Errorf("running: %+v", st)
 	}
 
@@ -171,7 +176,9 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 func TestReconcileDeletion(t *testing.T) {
 	vm := reconcilerVM()
 	vm.Finalizers = []string{Finalizer}
-	kv := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	vm.UID = "u1"
+	kv := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, v1alpha2.SchemeGroupVersion.WithKind("VirtualMachine"))}}}
 	w := newWorld(t, vm, kv)
 	if err := w.c.Delete(context.Background(), vm); err != nil {
 		t.Fatal(err)
@@ -223,5 +230,17 @@ func TestSecretProblem(t *testing.T) {
 		if got := SecretProblem("ci", tc.s); (got != "") != tc.want {
 			t.Errorf("case %d: %q", i, got)
 		}
+	}
+}
+
+// An internal VM of the name that the VM does not own is left alone.
+func TestReconcileLeavesAForeignInternalVM(t *testing.T) {
+	vm := reconcilerVM()
+	vm.UID = "mine"
+	foreign := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"x": "y"}}}
+	w := newWorld(t, vm, defaultClass(), foreign)
+	w.reconcile()
+	if got := w.internal(); got.Spec.Template != nil || got.Labels["x"] != "y" {
+		t.Errorf("the foreign internal VM was changed: %+v", got)
 	}
 }

@@ -34,10 +34,10 @@ type StatusInputs struct {
 	Now       metav1.Time
 }
 
-// DependenciesReady: the class, every block device and the provisioning can be used, so the
-// internal VM can be built.
+// DependenciesReady: the class, every block device, the provisioning and the IP address can be
+// used, so the internal VM can be built.
 func (in *StatusInputs) DependenciesReady() bool {
-	if in.Class == nil || in.ProvisioningProblem != "" {
+	if in.Class == nil || in.ProvisioningProblem != "" || in.IPAddress == nil || in.IPAddress.Status.Address == "" {
 		return false
 	}
 	for _, d := range in.Devices {
@@ -113,9 +113,6 @@ func Status(in *StatusInputs) v1alpha2.VirtualMachineStatus {
 	if ip := in.IPAddress; ip != nil {
 		st.VirtualMachineIPAddressName, st.IPAddress = ip.Name, ip.Status.Address
 	}
-	if st.IPAddress == "" && st.NodeName != "" && len(vmi.Status.Interfaces) > 0 {
-		st.IPAddress = vmi.Status.Interfaces[0].IP
-	}
 	st.BlockDeviceRefs = blockDeviceStatus(in)
 	st.Resources = resources(in)
 	if st.Stats == nil {
@@ -149,7 +146,7 @@ func conditions(in *StatusInputs) []metav1.Condition {
 			notReady = append(notReady, d.Reason)
 		}
 	}
-	ipMsg := "the VM has no VirtualMachineIPAddress: the pod network gives it an address"
+	ipMsg := fmt.Sprintf("waiting for the VirtualMachineIPAddress %s", IPAddressName(in.VM))
 	ipReady := false
 	if ip := in.IPAddress; ip != nil {
 		ipReady = ip.Status.Address != ""

@@ -18,11 +18,18 @@ import (
 const (
 	EnvPrefix = "D8V_IMPORTER_"
 
-	// The source: exactly one of FlagSourceURL and FlagSourceImage.
+	// The source: exactly one of FlagSourceURL, FlagSourceImage and FlagSourceUploadAddress.
 	FlagSourceURL      = "source-url"       // http:// or https:// URL of a disk image, maybe gz or xz
 	FlagSourceImage    = "source-image"     // a container-disk image reference: the file under disk/ is the disk
 	FlagSourceCABundle = "source-ca-bundle" // file: PEM CAs trusted for the source (added to the system's)
 	FlagSourceAuthFile = "source-auth-file" // file: a .dockerconfigjson for FlagSourceImage (an imagePullSecret)
+	// FlagSourceUploadAddress is where the importer waits for a user's upload: a PUT or POST to
+	// UploadPath with the header "Authorization: Bearer <the token in FlagUploadTokenFile>",
+	// for at most FlagUploadTimeout (then ReasonUploadTimeout).
+	FlagSourceUploadAddress = "source-upload-address"
+	FlagUploadTokenFile     = "upload-token-file" // file: the one token the upload is accepted with
+	FlagUploadTimeout       = "upload-timeout"    // how long to wait for the upload to begin (a Go duration)
+	UploadPath              = "/upload"
 
 	// Checksums of the file at FlagSourceURL as it is served (before decompression), lower-case hex.
 	// Any given is verified while the data streams; a mismatch fails with ReasonChecksumMismatch.
@@ -75,6 +82,7 @@ const (
 	ReasonSourceNotFound    Reason = "SourceNotFound"    // HTTP 404/410, or no such image or tag
 	ReasonSourceForbidden   Reason = "SourceForbidden"   // HTTP 401/403: credentials missing or wrong
 	ReasonSourceFailed      Reason = "SourceFailed"      // any other HTTP error, or the stream broke for good
+	ReasonUploadTimeout     Reason = "UploadTimeout"     // no upload began within FlagUploadTimeout
 	ReasonChecksumMismatch  Reason = "ChecksumMismatch"
 	ReasonNotDiskImage      Reason = "NotDiskImage"      // text, an archive, a truncated image ...
 	ReasonUnsupportedFormat Reason = "UnsupportedFormat" // a disk format or compression the importer does not take, a backing file
@@ -90,6 +98,7 @@ var exitCodes = map[Reason]int{
 	ReasonSourceNotFound:    11,
 	ReasonSourceForbidden:   12,
 	ReasonSourceFailed:      13,
+	ReasonUploadTimeout:     14,
 	ReasonChecksumMismatch:  20,
 	ReasonNotDiskImage:      21,
 	ReasonUnsupportedFormat: 22,

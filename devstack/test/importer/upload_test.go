@@ -1,0 +1,93 @@
+package importer
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/d8virt/devstack/testenv"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+)
+
+// curlUpload is `curl -T file -H "Authorization: Bearer token" url`: the HTTP status and body.
+func curlUpload(t *testing.T, file, token, url string) (string, string) {
+	t.Helper()
+	out, err := exec.Command("curl", "-sS", "-T", file, "-H", "Authorization: Bearer "+token, "-w", "\n%{http_code}", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v: %s", err, out)
+	}
+	s := strings.TrimSpace(string(out))
+	i := strings.LastIndex(s, "\n")
+	return s[i+1:], strings.TrimSpace(s[:max(i, 0)])
+}
+
+// An upload source: the importer waits for `curl -T`, refuses a wrong token, takes the right
+// one into DVCR and answers the uploader; an upload that never comes times out.
+func testUpload(t *testing.T, f *fixture) {
+	t.Run("curl -T into DVCR", func(t *testing.T) {
+		addr, tokenFile := testenv.FreeLoopbackAddr(t), filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte("right-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		type outcome struct {
+			res  contract.Result
+			code int
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			res, code := f.run(t, append([]string{"--" + contract.FlagSourceUploadAddress, addr, "--" + contract.FlagUploadTokenFile, tokenFile},
+				f.toDVCR("vi/ns1/uploaded:latest")...)...)
+			done <- outcome{res, code}
+		}()
+		url := "http://" + addr + contract.UploadPath
+		disk := filepath.Join(f.dir, "disk.qcow2")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the importer does not listen at %s", addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code, body := curlUpload(t, disk, "wrong-token", url); code != "403" || !strings.Contains(body, "not this image's upload token") {
+			t.Fatalf("wrong token: %s %s", code, body)
+		}
+		if code, body := curlUpload(t, disk, "right-token", url); code != "200" || body != "imported" {
+			t.Fatalf("upload: %s %s", code, body)
+		}
+		o := <-done
+		if o.code != 0 || o.res.Format != contract.FormatQcow2 || o.res.SourceSize != int64(len(f.files["disk.qcow2"])) {
+			t.Fatalf("exit %d: %+v", o.code, o.res)
+		}
+		files, err := f.pull(t, "vi/ns1/uploaded:latest", f.puller())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(files["disk/disk.qcow2"], f.files["disk.qcow2"]) {
+			t.Fatal("the pulled disk is not the uploaded one")
+		}
+	})
+	t.Run("no upload", func(t *testing.T) {
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte("t"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, code := f.run(t, append([]string{"--" + contract.FlagSourceUploadAddress, testenv.FreeLoopbackAddr(t), "--" + contract.FlagUploadTokenFile, tokenFile,
+			"--" + contract.FlagUploadTimeout, "1s"}, f.toDVCR("vi/ns1/never:latest")...)...)
+		if res.Reason != contract.ReasonUploadTimeout || code != contract.ExitCode(contract.ReasonUploadTimeout) || !strings.Contains(res.Message, "no upload began within 1s") {
+			t.Fatalf("exit %d: %+v", code, res)
+		}
+		if _, err := f.pull(t, "vi/ns1/never:latest", f.puller()); err == nil {
+			t.Fatal("a timed-out upload left a tag")
+		}
+	})
+}

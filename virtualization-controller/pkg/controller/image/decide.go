@@ -1,0 +1,240 @@
+package image
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+)
+
+// Finalizer is kept on every image of the kind short ("cvi" or "vi") until its importer Pod and
+// its image in DVCR are gone.
+func Finalizer(short string) string { return "virtualization.deckhouse.io/" + short + "-cleanup" }
+
+// Step is the one thing a reconcile does next.
+type Step int
+
+const (
+	// StepNone: the image is where it should be.
+	StepNone Step = iota
+	// StepAddFinalizer: a new image gets the Finalizer before anything is created for it.
+	StepAddFinalizer
+	// StepCleanup: the image is being deleted: its Pod goes, then its image in DVCR, then the
+	// Finalizer.
+	StepCleanup
+	// StepDeletePod: the import is recorded (or the Pod belongs to an older image of that name).
+	StepDeletePod
+	// StepStart: start the import if the source allows it (CheckSource), else say what it waits for.
+	StepStart
+	// StepWatchProgress: the import runs; read its progress.
+	StepWatchProgress
+	// StepRecordResult: the importer ended; its result goes into status.
+	StepRecordResult
+)
+
+func (s Step) String() string {
+	return [...]string{"None", "AddFinalizer", "Cleanup", "DeletePod", "Start", "WatchProgress", "RecordResult"}[s]
+}
+
+// Decide is the next step for img of kind short, given its importer Pod (nil when there is none).
+func Decide(short string, img Image, pod *corev1.Pod) Step {
+	obj := img.Object
+	hasFinalizer := false
+	for _, f := range obj.GetFinalizers() {
+		hasFinalizer = hasFinalizer || f == Finalizer(short)
+	}
+	switch {
+	case obj.GetDeletionTimestamp() != nil && hasFinalizer:
+		return StepCleanup
+	case obj.GetDeletionTimestamp() != nil:
+		return StepNone
+	case !hasFinalizer:
+		return StepAddFinalizer
+	case pod != nil && pod.Labels[LabelImageUID] != string(obj.GetUID()):
+		return StepDeletePod
+	case finished(img):
+		if pod != nil {
+			return StepDeletePod
+		}
+		return StepNone
+	case pod == nil:
+		return StepStart
+	case podDone(pod):
+		return StepRecordResult
+	default:
+		return StepWatchProgress
+	}
+}
+
+// finished: the current spec's import has been recorded as Ready or Failed.
+func finished(img Image) bool {
+	p := img.Status.Phase
+	return img.Status.ObservedGeneration == img.Object.GetGeneration() && (p == v1alpha2.ImageReady || p == v1alpha2.ImageFailed)
+}
+
+// Lookup is what the reconciler found of the objects an image's source names.
+type Lookup struct {
+	// Ref is the object of an ObjectRef source; nil when it does not exist.
+	Ref *RefState
+	// PullSecretFound: the ContainerImage's imagePullSecret exists; PullSecret is its
+	// .dockerconfigjson.
+	PullSecretFound bool
+	PullSecret      []byte
+}
+
+// RefState is what an ObjectRef source's object looks like.
+type RefState struct {
+	UID   types.UID
+	Phase string
+	// Repository is its DVCR repository, "" when it is not stored in DVCR.
+	Repository string
+}
+
+// Blocker says why an import cannot start now.
+type Blocker struct {
+	// Reason is the DatasourceReady condition's reason.
+	Reason string
+	// Message says what is missing or what to fix.
+	Message string
+	// Wait: it may resolve by itself (a source object that appears or becomes Ready, a Secret
+	// that is created): look again later.
+	Wait bool
+}
+
+// The DatasourceReady reasons of a source, or a storage, this version cannot import.
+const (
+	ReasonUnsupportedDataSource = "UnsupportedDataSource"
+	ReasonUnsupportedStorage    = "UnsupportedStorage"
+)
+
+// CheckSource is nil when img can be imported now, given what l found of its source's objects.
+func CheckSource(img Image, l Lookup) *Blocker {
+	unsupported := func(format string, a ...any) *Blocker {
+		return &Blocker{Reason: ReasonUnsupportedDataSource, Message: fmt.Sprintf(format, a...)}
+	}
+	if img.Storage != v1alpha2.StorageContainerRegistry {
+		return &Blocker{Reason: ReasonUnsupportedStorage, Message: fmt.Sprintf(
+			"spec.storage %s is not supported by this version of virtualization-controller yet: use ContainerRegistry", img.Storage)}
+	}
+	src := img.Source
+	switch src.Type {
+	case v1alpha2.DataSourceTypeHTTP:
+		if src.HTTP == nil {
+			return unsupported("spec.dataSource.http is missing")
+		}
+	case v1alpha2.DataSourceTypeContainerImage:
+		switch {
+		case src.ContainerImage == nil:
+			return unsupported("spec.dataSource.containerImage is missing")
+		case src.PullSecret != nil && !l.PullSecretFound:
+			return &Blocker{Reason: string(cvicondition.ContainerRegistrySecretNotFound), Wait: true, Message: fmt.Sprintf(
+				"the Secret %s of spec.dataSource.containerImage.imagePullSecret does not exist: create it (type kubernetes.io/dockerconfigjson) and the import starts", src.PullSecret)}
+		case src.PullSecret != nil && len(l.PullSecret) == 0:
+			return &Blocker{Reason: string(cvicondition.ContainerRegistrySecretNotFound), Wait: true, Message: fmt.Sprintf(
+				"the Secret %s of spec.dataSource.containerImage.imagePullSecret has no %s: make it a Secret of type kubernetes.io/dockerconfigjson", src.PullSecret, corev1.DockerConfigJsonKey)}
+		}
+	case v1alpha2.DataSourceTypeObjectRef:
+		return checkRef(src.Ref, l.Ref, unsupported)
+	case v1alpha2.DataSourceTypeUpload:
+	default:
+		return unsupported("spec.dataSource.type %s is not supported by this version of virtualization-controller: HTTP, ContainerImage, ObjectRef and Upload are", src.Type)
+	}
+	return nil
+}
+
+func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) *Blocker) *Blocker {
+	if ref == nil {
+		return unsupported("spec.dataSource.objectRef is missing")
+	}
+	reason := map[string]string{
+		v1alpha2.ClusterVirtualImageKind: string(cvicondition.ClusterImageNotReady),
+		v1alpha2.VirtualImageKind:        string(cvicondition.ImageNotReady),
+	}[ref.Kind]
+	what := fmt.Sprintf("the %s %s of spec.dataSource.objectRef", ref.Kind, ref.NamespacedName)
+	if ref.Namespace == "" {
+		what = fmt.Sprintf("the %s %s of spec.dataSource.objectRef", ref.Kind, ref.Name)
+	}
+	switch {
+	case reason == "":
+		return unsupported("spec.dataSource.objectRef.kind %s is not supported by this version of virtualization-controller yet: ClusterVirtualImage and VirtualImage are", ref.Kind)
+	case found == nil:
+		return &Blocker{Reason: reason, Wait: true, Message: what + " does not exist yet: the import starts when it is Ready"}
+	case found.Phase != string(v1alpha2.ImageReady):
+		phase := found.Phase
+		if phase == "" {
+			phase = string(v1alpha2.ImagePending)
+		}
+		return &Blocker{Reason: reason, Wait: true, Message: fmt.Sprintf("%s is %s, not Ready yet: the import starts when it is Ready", what, phase)}
+	case found.Repository == "":
+		return unsupported("%s is not stored in DVCR: only images in DVCR can be a source yet", what)
+	}
+	return nil
+}
+
+// InDVCR says whether DVCR may hold the image: it is Ready, or an import ran (or an upload
+// waited) and may have pushed before it was recorded. A failed import pushes no tag (the
+// importer pushes the manifest last), and a Pending image never started one.
+func InDVCR(img Image) bool {
+	p := img.Status.Phase
+	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning || p == v1alpha2.ImageWaitForUserUpload
+}
+
+// WaitsForUpload: the image's uploader waits for the user's upload: nothing has come yet (p,
+// the importer's progress, read nothing; when it could not be read, nil, the phase stays).
+func WaitsForUpload(img Image, p *importerprogress.Progress) bool {
+	if img.Source.Type != v1alpha2.DataSourceTypeUpload {
+		return false
+	}
+	if p == nil {
+		return img.Status.Phase != v1alpha2.ImageProvisioning
+	}
+	return p.ReadBytes == 0
+}
+
+// importerContainer is the name of the importer Pod's one container.
+const importerContainer = "importer"
+
+func podDone(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return true
+	}
+	return terminated(pod) != nil
+}
+
+func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == importerContainer && s.State.Terminated != nil {
+			return s.State.Terminated
+		}
+	}
+	return nil
+}
+
+// ResultOf is the outcome of a finished importer Pod: the importer's own result from its
+// termination message, or a failure that says what happened to the Pod.
+func ResultOf(pod *corev1.Pod) contract.Result {
+	t := terminated(pod)
+	if t == nil {
+		return contract.Result{Reason: contract.ReasonInternal, Message: fmt.Sprintf("the importer Pod %s/%s ended (%s) without its container terminating: %s", pod.Namespace, pod.Name, pod.Status.Phase, pod.Status.Message)}
+	}
+	r, err := contract.ParseResult([]byte(t.Message))
+	if err != nil {
+		return contract.Result{Reason: contract.ReasonInternal, Message: fmt.Sprintf("the importer exited with code %d (%s) without a result: %v", t.ExitCode, t.Reason, err)}
+	}
+	return r
+}
+
+// ImportSeconds is how long the finished importer Pod took, from its creation to its
+// container's end; 0 when that is not known.
+func ImportSeconds(pod *corev1.Pod) float64 {
+	t := terminated(pod)
+	if t == nil || t.FinishedAt.IsZero() || pod.CreationTimestamp.IsZero() {
+		return 0
+	}
+	return t.FinishedAt.Sub(pod.CreationTimestamp.Time).Seconds()
+}

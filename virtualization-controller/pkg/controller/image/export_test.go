@@ -1,0 +1,4 @@
+package image
+
+// HumanSize is humanSize, for the external tests.
+var HumanSize = humanSize

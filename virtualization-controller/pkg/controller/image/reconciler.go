@@ -1,0 +1,385 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+)
+
+// The short names of the two kinds: their DVCR repositories' and importer Pods' prefixes.
+const (
+	ShortCVI = "cvi"
+	ShortVI  = "vi"
+)
+
+// ProgressReader reads a running importer's progress from its metrics URL.
+type ProgressReader interface {
+	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
+}
+
+// ImageDeleter removes an image from DVCR; one that is not there is no error.
+type ImageDeleter interface {
+	Delete(ctx context.Context, ref string) error
+}
+
+// Config is what a Reconciler is made of.
+type Config struct {
+	Kind   Kind
+	Client client.Client
+	// APIReader reads past the cache before an importer Pod is created, so a cache that lags
+	// behind (a Pod just deleted, a status just written) never starts a second import. It
+	// also reads pull secrets, which are not cached.
+	APIReader client.Reader
+	Pods      PodConfig
+	Progress  ProgressReader
+	Images    ImageDeleter
+	Clock     clock.PassiveClock
+	Recorder  events.EventRecorder
+	Metrics   *ImportMetrics
+	// NewToken makes an Upload source's token (AnnotationUploadToken).
+	NewToken func() (string, error)
+	// ProgressInterval is how often a running import's progress is read; SourceInterval how
+	// often a source the import waits for (an object not Ready, a missing Secret) is looked at.
+	ProgressInterval time.Duration
+	SourceInterval   time.Duration
+}
+
+// Reconciler carries out Decide for one Kind, one step per reconcile. It is level-based: each
+// reconcile reads the image and its importer Pod afresh.
+type Reconciler struct{ Config }
+
+// NewReconciler wires a Reconciler.
+func NewReconciler(c Config) *Reconciler { return &Reconciler{Config: c} }
+
+// SetupWithManager watches the Kind's images and their importer Pods.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(r.Kind.NewObject()).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.imageOf)).
+		Named(strings.ToLower(r.Kind.Name())).
+		Complete(r)
+}
+
+// imageOf is the image an importer Pod of this Kind imports.
+func (r *Reconciler) imageOf(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[LabelImageKind] != r.Kind.Short() {
+		return nil
+	}
+	a := o.GetAnnotations()
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[AnnotationImageNamespace], Name: a[AnnotationImageName]}}}
+}
+
+// Reconcile does the next step for one image.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.Kind.NewObject()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	img := View(r.Kind, obj)
+	pod, err := r.importerPod(ctx, r.Client, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	step := Decide(r.Kind.Short(), img, pod)
+	log.FromContext(ctx).V(1).Info("reconcile", "step", step.String(), "phase", img.Status.Phase)
+	switch step {
+	case StepAddFinalizer:
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		controllerutil.AddFinalizer(obj, Finalizer(r.Kind.Short()))
+		return ctrl.Result{}, wrap("add finalizer", r.Client.Patch(ctx, obj, patch))
+	case StepCleanup:
+		return ctrl.Result{}, r.cleanup(ctx, img, pod)
+	case StepDeletePod:
+		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
+	case StepStart:
+		return r.start(ctx, obj)
+	case StepWatchProgress:
+		var p *importerprogress.Progress
+		if pod.Status.PodIP != "" {
+			got, err := r.Progress.Scrape(ctx, MetricsURL(pod))
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
+			} else {
+				p = &got
+			}
+		}
+		s := ProvisioningStatus(img, p, r.now())
+		if WaitsForUpload(img, p) {
+			s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
+		}
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
+	case StepRecordResult:
+		res := ResultOf(pod)
+		if err := r.setStatus(ctx, obj, ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Metrics.Observe(r.Kind.Short(), res, ImportSeconds(pod))
+		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) repository(obj client.Object) string {
+	return Repository(r.Kind.Short(), client.ObjectKeyFromObject(obj))
+}
+
+// cleanup: the importer goes first, then the image in DVCR (when it may be there), then the
+// finalizer.
+func (r *Reconciler) cleanup(ctx context.Context, img Image, pod *corev1.Pod) error {
+	obj := img.Object
+	if pod != nil {
+		return r.deleteImporter(ctx, obj, pod)
+	}
+	if err := r.deleteCompanions(ctx, obj); err != nil {
+		return err
+	}
+	if InDVCR(img) {
+		ref := r.Pods.PushRef(r.repository(obj))
+		if err := r.Images.Delete(ctx, ref); err != nil {
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Delete", "Error deleting %s from DVCR: %v", ref, err)
+			return fmt.Errorf("delete image from DVCR: %w", err)
+		}
+		log.FromContext(ctx).Info("image deleted from DVCR", "image", ref)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj, Finalizer(r.Kind.Short()))
+	return wrap("remove finalizer", r.Client.Patch(ctx, obj, patch))
+}
+
+func (r *Reconciler) importerPod(ctx context.Context, reader client.Reader, key types.NamespacedName) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	found, err := get(ctx, reader, types.NamespacedName{Namespace: r.Pods.Namespace, Name: PodName(r.Kind.Short(), key)}, pod)
+	if !found || err != nil {
+		return nil, wrap("importer pod", err)
+	}
+	return pod, nil
+}
+
+// start starts the import after the apiserver (not the cache) confirms it is still due and
+// the source can be read; else the image is Pending with what it waits for.
+func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Result, error) {
+	obj := r.Kind.NewObject()
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	key := client.ObjectKeyFromObject(obj)
+	img := View(r.Kind, obj)
+	pod, err := r.importerPod(ctx, r.APIReader, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if Decide(r.Kind.Short(), img, pod) != StepStart {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	l, err := r.lookup(ctx, img.Source)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if b := CheckSource(img, l); b != nil {
+		res := ctrl.Result{}
+		if b.Wait {
+			res.RequeueAfter = r.SourceInterval
+		}
+		return res, r.setStatus(ctx, obj, PendingStatus(img, *b, r.now()))
+	}
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload && obj.GetAnnotations()[AnnotationUploadToken] == "" {
+		return ctrl.Result{}, r.addUploadToken(ctx, obj)
+	}
+	secret := r.Pods.SourceSecret(r.Kind, img, l)
+	if secret != nil {
+		if err := r.putSecret(ctx, secret); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	pod = r.Pods.ImporterPod(r.Kind, img, r.repository(obj), l, secret)
+	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedCreate", "Import", "Error creating importer pod %s/%s: %v", pod.Namespace, pod.Name, err)
+		return ctrl.Result{}, fmt.Errorf("create importer pod: %w", err)
+	}
+	log.FromContext(ctx).Info("importer pod created", "pod", pod.Name, "source", string(img.Source.Type))
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
+		svc := r.Pods.UploaderService(r.Kind, img)
+		if err := r.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create uploader service: %w", err)
+		}
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now()))
+	}
+	s := ProvisioningStatus(img, nil, r.now())
+	if l.Ref != nil {
+		s.SourceUID = &l.Ref.UID
+	}
+	return ctrl.Result{}, r.setStatus(ctx, obj, s)
+}
+
+// lookup reads the objects src names: an ObjectRef's image (from the cache) and a pull secret
+// (from the apiserver: Secrets are not cached).
+func (r *Reconciler) lookup(ctx context.Context, src Source) (Lookup, error) {
+	var l Lookup
+	if src.Ref != nil {
+		ref, err := r.refState(ctx, *src.Ref)
+		if err != nil {
+			return l, err
+		}
+		l.Ref = ref
+	}
+	if src.PullSecret != nil {
+		s := &corev1.Secret{}
+		found, err := get(ctx, r.APIReader, *src.PullSecret, s)
+		if err != nil {
+			return l, fmt.Errorf("get the pull secret: %w", err)
+		}
+		l.PullSecretFound, l.PullSecret = found, s.Data[corev1.DockerConfigJsonKey]
+	}
+	return l, nil
+}
+
+// refState is what ref's image looks like; nil when it does not exist (or is of a kind that
+// CheckSource refuses).
+func (r *Reconciler) refState(ctx context.Context, ref ObjectRef) (*RefState, error) {
+	switch ref.Kind {
+	case v1alpha2.ClusterVirtualImageKind:
+		o := &v1alpha2.ClusterVirtualImage{}
+		if found, err := get(ctx, r.Client, ref.NamespacedName, o); !found || err != nil {
+			return nil, err
+		}
+		return &RefState{UID: o.UID, Phase: string(o.Status.Phase), Repository: Repository(ShortCVI, ref.NamespacedName)}, nil
+	case v1alpha2.VirtualImageKind:
+		o := &v1alpha2.VirtualImage{}
+		if found, err := get(ctx, r.Client, ref.NamespacedName, o); !found || err != nil {
+			return nil, err
+		}
+		s := &RefState{UID: o.UID, Phase: string(o.Status.Phase)}
+		if o.Spec.Storage == v1alpha2.StorageContainerRegistry {
+			s.Repository = Repository(ShortVI, ref.NamespacedName)
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// get reads key into obj; false when it does not exist.
+func get(ctx context.Context, reader client.Reader, key types.NamespacedName, obj client.Object) (bool, error) {
+	err := reader.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// addUploadToken gives an image with an Upload source the token its uploader will take.
+func (r *Reconciler) addUploadToken(ctx context.Context, obj client.Object) error {
+	token, err := r.NewToken()
+	if err != nil {
+		return fmt.Errorf("upload token: %w", err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationUploadToken] = token
+	obj.SetAnnotations(a)
+	return wrap("add upload token", r.Client.Patch(ctx, obj, patch))
+}
+
+// putSecret creates the import's Secret, or overwrites one left by an earlier import.
+func (r *Reconciler) putSecret(ctx context.Context, s *corev1.Secret) error {
+	err := r.Client.Create(ctx, s)
+	if !apierrors.IsAlreadyExists(err) {
+		return wrap("create importer secret", err)
+	}
+	old := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), old); err != nil {
+		return fmt.Errorf("get importer secret: %w", err)
+	}
+	old.Labels, old.Annotations, old.OwnerReferences, old.Data = s.Labels, s.Annotations, s.OwnerReferences, s.Data
+	return wrap("update importer secret", r.Client.Update(ctx, old))
+}
+
+// deleteImporter deletes the importer Pod, its Secret and its Service.
+func (r *Reconciler) deleteImporter(ctx context.Context, obj client.Object, pod *corev1.Pod) error {
+	if err := r.deleteCompanions(ctx, obj); err != nil {
+		return err
+	}
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete importer pod: %w", err)
+	}
+	log.FromContext(ctx).Info("importer pod deleted", "pod", pod.Name, "image", obj.GetName())
+	return nil
+}
+
+// deleteCompanions deletes the importer's Secret and uploader Service; either may not exist.
+func (r *Reconciler) deleteCompanions(ctx context.Context, obj client.Object) error {
+	key := client.ObjectKeyFromObject(obj)
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pods.Namespace, Name: PodName(r.Kind.Short(), key)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: r.Pods.Namespace, Name: ServiceName(r.Kind.Short(), key)}},
+	} {
+		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete importer %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// setStatus writes status when it differs, with an Event when the phase changes.
+func (r *Reconciler) setStatus(ctx context.Context, obj client.Object, s Status) error {
+	cur := r.Kind.Status(obj)
+	if equality.Semantic.DeepEqual(cur, s) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	r.Kind.SetStatus(obj, s)
+	if err := r.Client.Status().Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if cur.Phase == s.Phase {
+		return nil
+	}
+	ready := meta.FindStatusCondition(s.Conditions, condReady)
+	kind, note := corev1.EventTypeNormal, fmt.Sprintf("Phase %s", s.Phase)
+	if ready != nil && ready.Message != "" {
+		note += ": " + ready.Message
+	}
+	if s.Phase == v1alpha2.ImageFailed {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(obj, nil, kind, string(s.Phase), "Import", "%s", note)
+	log.FromContext(ctx).Info("phase changed", "from", cur.Phase, "to", s.Phase, "kind", r.Kind.Name(), "image", client.ObjectKeyFromObject(obj).String())
+	return nil
+}
+
+func (r *Reconciler) now() metav1.Time { return metav1.NewTime(r.Clock.Now().Truncate(time.Second)) }
+
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

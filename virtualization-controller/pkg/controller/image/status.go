@@ -1,0 +1,121 @@
+package image
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+)
+
+// The condition types and reasons both kinds share (cvicondition and vicondition spell them the
+// same; TestConditionNames checks it).
+const (
+	condDatasourceReady = string(cvicondition.DatasourceReadyType)
+	condReady           = string(cvicondition.ReadyType)
+)
+
+// The status builders below are pure: each returns the status img should have, with
+// conditions stamped at now when they change.
+
+// PendingStatus: the import cannot start; b says why.
+func PendingStatus(img Image, b Blocker, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImagePending
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionFalse, b.Reason, b.Message)
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted), "the import has not started: "+b.Message)
+	return s
+}
+
+// ProvisioningStatus: the import runs; p is its progress when it could be read.
+func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImageProvisioning
+	if s.Progress == "" {
+		s.Progress = "0%"
+	}
+	if p != nil {
+		if p.Ratio >= 0 {
+			s.Progress = strconv.FormatFloat(100*p.Ratio, 'f', 1, 64) + "%"
+		}
+		s.DownloadSpeed = &v1alpha2.StatusSpeed{
+			Avg: humanSize(int64(p.AverageSpeedBytes)) + "/s", AvgBytes: strconv.FormatInt(int64(p.AverageSpeedBytes), 10),
+			Current: humanSize(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
+		}
+	}
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
+	return s
+}
+
+// WaitForUploadStatus: the uploader waits for the user's upload at urls.
+func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImageWaitForUserUpload
+	s.Progress = "0%"
+	s.ImageUploadURLs = urls
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.WaitForUserUpload),
+		fmt.Sprintf("waiting for the upload: curl -T disk.qcow2 -H \"Authorization: Bearer <the annotation %s>\" %s", AnnotationUploadToken, urls.InCluster))
+	return s
+}
+
+// ResultStatus: the importer ended with r. A failure keeps the importer's reason in the Ready
+// condition's message, so `kubectl describe` says what to fix.
+func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.DownloadSpeed = nil
+	s.ImageUploadURLs = nil // the uploader is gone
+	if r.Reason != contract.ReasonCompleted {
+		s.Phase = v1alpha2.ImageFailed
+		reason := cvicondition.ProvisioningFailed
+		if r.Reason == contract.ReasonUploadTimeout {
+			reason = cvicondition.WaitForUserUploadTimeout
+		}
+		setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(reason), fmt.Sprintf("%s: %s", r.Reason, r.Message))
+		return s
+	}
+	s.Phase = v1alpha2.ImageReady
+	s.Progress = "100%"
+	s.Format = r.Format
+	s.CDROM = r.CDROM
+	s.Size = v1alpha2.ImageStatusSize{
+		Stored: humanSize(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
+		Unpacked: humanSize(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
+	}
+	s.RegistryURL = registryURL
+	setCondition(&s, img, now, condReady, metav1.ConditionTrue, string(cvicondition.Ready), "")
+	return s
+}
+
+func copyStatus(img Image) Status {
+	s := Status{ImageStatus: *img.Status.ImageStatus.DeepCopy(), RegistryURL: img.Status.RegistryURL}
+	s.ObservedGeneration = img.Object.GetGeneration()
+	return s
+}
+
+func setCondition(s *Status, img Image, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now,
+	})
+}
+
+// humanSize is n bytes in binary units with one decimal, as the reference module shows sizes
+// (e.g. 17.9Mi); below 1 KiB it is n followed by B.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + string("KMGTPE"[exp]) + "i"
+}
