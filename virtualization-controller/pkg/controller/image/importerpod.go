@@ -17,6 +17,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
 // PodConfig is what every importer Pod shares.
@@ -214,7 +215,7 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{
-				Name:                     importerContainer,
+				Name:                     importerresult.Container,
 				Image:                    c.Image,
 				Args:                     args,
 				Ports:                    c.ports(img),

@@ -23,6 +23,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
 // The short names of the two kinds: their DVCR repositories' and importer Pods' prefixes.
@@ -128,11 +129,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
 	case StepRecordResult:
-		res := ResultOf(pod)
+		res := importerresult.Of(pod)
 		if err := r.setStatus(ctx, obj, ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Metrics.Observe(r.Kind.Short(), res, ImportSeconds(pod))
+		r.Metrics.Observe(r.Kind.Short(), res, importerresult.Seconds(pod))
 		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
 	}
 	return ctrl.Result{}, nil

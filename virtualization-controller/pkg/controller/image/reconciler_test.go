@@ -500,11 +500,3 @@ func TestPhaseValues(t *testing.T) {
 		t.Fatalf("%v", v)
 	}
 }
-
-func TestHumanSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0Ki", 18796544: "17.9Mi", 1 << 30: "1.0Gi"} {
-		if got := image.HumanSize(n); got != want {
-			t.Errorf("humanSize(%d) = %s, want %s", n, got, want)
-		}
-	}
-}
