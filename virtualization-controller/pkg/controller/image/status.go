@@ -41,13 +41,10 @@ func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time
 		s.Progress = "0%"
 	}
 	if p != nil {
-		if p.Ratio >= 0 {
-			s.Progress = strconv.FormatFloat(100*p.Ratio, 'f', 1, 64) + "%"
+		if percent, ok := p.Percent(); ok {
+			s.Progress = percent
 		}
-		s.DownloadSpeed = &v1alpha2.StatusSpeed{
-			Avg: humansize.Format(int64(p.AverageSpeedBytes)) + "/s", AvgBytes: strconv.FormatInt(int64(p.AverageSpeedBytes), 10),
-			Current: humansize.Format(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
-		}
+		s.DownloadSpeed = p.Speed()
 	}
 	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
 	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
