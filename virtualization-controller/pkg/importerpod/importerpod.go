@@ -5,6 +5,8 @@
 package importerpod
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -51,3 +53,8 @@ func Spec(c corev1.Container, volumes []corev1.Volume) corev1.PodSpec {
 
 // Flag is the importer's flag name set to value, as an argument.
 func Flag(name, value string) string { return "--" + name + "=" + value }
+
+// MetricsURL is where a running importer Pod serves its progress.
+func MetricsURL(pod *corev1.Pod) string {
+	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(MetricsPort) + contract.MetricsPath
+}

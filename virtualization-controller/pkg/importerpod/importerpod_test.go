@@ -22,3 +22,10 @@ func TestContainerAndSpec(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestMetricsURL(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.0.0.7"}}
+	if got, want := MetricsURL(pod), "http://10.0.0.7:8080"+contract.MetricsPath; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+}

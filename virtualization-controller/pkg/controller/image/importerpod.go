@@ -87,11 +87,6 @@ func hash(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// MetricsURL is where a running importer Pod serves its progress.
-func MetricsURL(pod *corev1.Pod) string {
-	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(importerpod.MetricsPort) + contract.MetricsPath
-}
-
 // meta is the ObjectMeta of img's importer Pod and Secret. Only a cluster-scoped image can own
 // them (an owner must be cluster-scoped or in the same namespace); a VirtualImage's are found
 // by their labels and annotations, and its finalizer sees them deleted.

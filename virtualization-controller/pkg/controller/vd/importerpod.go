@@ -40,11 +40,6 @@ const (
 // ImporterName names a disk's importer Pod and its Secret.
 func ImporterName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-importer", vd.Name) }
 
-// MetricsURL is where a running importer Pod serves its progress.
-func MetricsURL(pod *corev1.Pod) string {
-	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(importerpod.MetricsPort) + contract.MetricsPath
-}
-
 // ImporterSecret holds the files the importer reads its source with that are not the user's
 // own Secret: the source's CA bundle, and for a DVCR source the puller's credentials and DVCR's
 // CA. It is nil when the source needs none.
