@@ -41,3 +41,13 @@ func Of(pod *corev1.Pod) contract.Result {
 	}
 	return r
 }
+
+// Seconds is how long the ended importer Pod took, from its creation to its container's end; 0
+// when that is not known.
+func Seconds(pod *corev1.Pod) float64 {
+	t := terminated(pod)
+	if t == nil || t.FinishedAt.IsZero() || pod.CreationTimestamp.IsZero() {
+		return 0
+	}
+	return t.FinishedAt.Sub(pod.CreationTimestamp.Time).Seconds()
+}

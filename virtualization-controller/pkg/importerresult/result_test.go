@@ -3,8 +3,10 @@ package importerresult
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 )
@@ -41,5 +43,27 @@ func TestDoneAndOf(t *testing.T) {
 				t.Fatalf("Of = %+v", r)
 			}
 		})
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(created, finished time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: Container,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(finished)}}}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want float64
+	}{
+		{"ended", pod(start, start.Add(90*time.Second)), 90},
+		{"times not known", pod(time.Time{}, time.Time{}), 0},
+		{"container not terminated", &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, 0},
+	} {
+		if got := Seconds(tc.pod); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

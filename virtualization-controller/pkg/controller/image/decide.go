@@ -8,8 +8,8 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
-	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
 // Finalizer is kept on every image of the kind short ("cvi" or "vi") until its importer Pod and
@@ -64,7 +64,7 @@ func Decide(short string, img Image, pod *corev1.Pod) Step {
 		return StepNone
 	case pod == nil:
 		return StepStart
-	case podDone(pod):
+	case importerresult.Done(pod):
 		return StepRecordResult
 	default:
 		return StepWatchProgress
@@ -194,47 +194,4 @@ func WaitsForUpload(img Image, p *importerprogress.Progress) bool {
 		return img.Status.Phase != v1alpha2.ImageProvisioning
 	}
 	return p.ReadBytes == 0
-}
-
-// importerContainer is the name of the importer Pod's one container.
-const importerContainer = "importer"
-
-func podDone(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return true
-	}
-	return terminated(pod) != nil
-}
-
-func terminated(pod *corev1.Pod) *corev1.ContainerStateTerminated {
-	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name == importerContainer && s.State.Terminated != nil {
-			return s.State.Terminated
-		}
-	}
-	return nil
-}
-
-// ResultOf is the outcome of a finished importer Pod: the importer's own result from its
-// termination message, or a failure that says what happened to the Pod.
-func ResultOf(pod *corev1.Pod) contract.Result {
-	t := terminated(pod)
-	if t == nil {
-		return contract.Result{Reason: contract.ReasonInternal, Message: fmt.Sprintf("the importer Pod %s/%s ended (%s) without its container terminating: %s", pod.Namespace, pod.Name, pod.Status.Phase, pod.Status.Message)}
-	}
-	r, err := contract.ParseResult([]byte(t.Message))
-	if err != nil {
-		return contract.Result{Reason: contract.ReasonInternal, Message: fmt.Sprintf("the importer exited with code %d (%s) without a result: %v", t.ExitCode, t.Reason, err)}
-	}
-	return r
-}
-
-// ImportSeconds is how long the finished importer Pod took, from its creation to its
-// container's end; 0 when that is not known.
-func ImportSeconds(pod *corev1.Pod) float64 {
-	t := terminated(pod)
-	if t == nil || t.FinishedAt.IsZero() || pod.CreationTimestamp.IsZero() {
-		return 0
-	}
-	return t.FinishedAt.Sub(pod.CreationTimestamp.Time).Seconds()
 }

@@ -3,7 +3,6 @@ package image_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +10,6 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
-	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
@@ -124,42 +122,6 @@ func TestCheckSource(t *testing.T) {
 				t.Fatalf("blocker %+v, want %s (wait %v) %q", b, tc.wantReason, tc.wantWait, tc.wantMsg)
 			}
 		})
-	}
-}
-
-func TestResultOf(t *testing.T) {
-	cases := []struct {
-		name       string
-		pod        *corev1.Pod
-		wantReason contract.Reason
-		wantMsg    string
-	}{
-		{"completed", importer("1", exited(`{"reason":"Completed","format":"qcow2","unpackedSize":5}`, 0)), contract.ReasonCompleted, ""},
-		{"checksum", importer("1", exited(`{"reason":"ChecksumMismatch","message":"the sha256 differs"}`, 20)), contract.ReasonChecksumMismatch, "the sha256 differs"},
-		{"no message", importer("1", exited("", 137)), contract.ReasonInternal, "exited with code 137"},
-		{"pod failed before the container ran", importer("1", func(p *corev1.Pod) { p.Status.Phase, p.Status.Message = corev1.PodFailed, "evicted" }), contract.ReasonInternal, "without its container terminating: evicted"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := image.ResultOf(tc.pod)
-			if r.Reason != tc.wantReason || !strings.Contains(r.Message, tc.wantMsg) {
-				t.Fatalf("got %+v", r)
-			}
-		})
-	}
-}
-
-func TestImportSeconds(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := importer("1", exited("", 0), func(p *corev1.Pod) {
-		p.CreationTimestamp = metav1.NewTime(start)
-		p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(start.Add(90 * time.Second))
-	})
-	if got := image.ImportSeconds(p); got != 90 {
-		t.Fatalf("%v", got)
-	}
-	if got := image.ImportSeconds(importer("1", exited("", 0))); got != 0 {
-		t.Fatalf("unknown times: %v", got)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -17,6 +16,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 )
 
 // PodConfig is what every importer Pod shares.
@@ -46,12 +46,11 @@ const (
 	// (`curl -T disk.qcow2 -H "Authorization: Bearer <token>" <status.imageUploadURLs.inCluster>`).
 	AnnotationUploadToken = "virtualization.deckhouse.io/upload-token"
 
-	metricsPort = 8080
-	uploadPort  = 8090
-	caDir       = "/etc/dvcr/tls"
-	authDir     = "/etc/dvcr/auth"
-	sourceDir   = "/etc/importer/source"
-	scratchDir  = "/scratch"
+	uploadPort = 8090
+	caDir      = "/etc/dvcr/tls"
+	authDir    = "/etc/dvcr/auth"
+	sourceDir  = "/etc/importer/source"
+	scratchDir = "/scratch"
 	// The keys of an import's own Secret (SourceSecret).
 	keySourceCA    = "ca.crt"
 	keyUploadToken = "upload-token"
@@ -86,11 +85,6 @@ func PodName(short string, key types.NamespacedName) string {
 func hash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// MetricsURL is where a running importer Pod serves its progress.
-func MetricsURL(pod *corev1.Pod) string {
-	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(metricsPort) + contract.MetricsPath
 }
 
 // meta is the ObjectMeta of img's importer Pod and Secret. Only a cluster-scoped image can own
@@ -147,33 +141,33 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 	var args []string
 	switch {
 	case src.HTTP != nil:
-		args = append(args, flag(contract.FlagSourceURL, src.HTTP.URL))
+		args = append(args, importerpod.Flag(contract.FlagSourceURL, src.HTTP.URL))
 		if cs := src.HTTP.Checksum; cs != nil {
 			for _, kv := range [][2]string{{contract.FlagMD5, cs.MD5}, {contract.FlagSHA1, cs.SHA1}, {contract.FlagSHA256, cs.SHA256}, {contract.FlagSHA512, cs.SHA512}} {
 				if kv[1] != "" {
-					args = append(args, flag(kv[0], kv[1]))
+					args = append(args, importerpod.Flag(kv[0], kv[1]))
 				}
 			}
 		}
 	case src.ContainerImage != nil:
-		args = append(args, flag(contract.FlagSourceImage, src.ContainerImage.Image))
+		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.ContainerImage.Image))
 	case src.Type == v1alpha2.DataSourceTypeUpload:
 		return append(args,
-			flag(contract.FlagSourceUploadAddress, ":"+strconv.Itoa(uploadPort)),
-			flag(contract.FlagUploadTokenFile, path.Join(sourceDir, keyUploadToken)),
-			flag(contract.FlagUploadTimeout, c.UploadTimeout.String()))
+			importerpod.Flag(contract.FlagSourceUploadAddress, ":"+strconv.Itoa(uploadPort)),
+			importerpod.Flag(contract.FlagUploadTokenFile, path.Join(sourceDir, keyUploadToken)),
+			importerpod.Flag(contract.FlagUploadTimeout, c.UploadTimeout.String()))
 	case l.Ref != nil: // an image in DVCR, read with the importer's own DVCR credentials
 		return append(args,
-			flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),
-			flag(contract.FlagSourceCABundle, path.Join(caDir, "ca.crt")),
-			flag(contract.FlagSourceAuthFile, path.Join(authDir, corev1.DockerConfigJsonKey)))
+			importerpod.Flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),
+			importerpod.Flag(contract.FlagSourceCABundle, path.Join(caDir, "ca.crt")),
+			importerpod.Flag(contract.FlagSourceAuthFile, path.Join(authDir, corev1.DockerConfigJsonKey)))
 	}
 	if secret != nil {
 		if _, ok := secret.Data[keySourceCA]; ok {
-			args = append(args, flag(contract.FlagSourceCABundle, path.Join(sourceDir, keySourceCA)))
+			args = append(args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(sourceDir, keySourceCA)))
 		}
 		if _, ok := secret.Data[corev1.DockerConfigJsonKey]; ok {
-			args = append(args, flag(contract.FlagSourceAuthFile, path.Join(sourceDir, corev1.DockerConfigJsonKey)))
+			args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(sourceDir, corev1.DockerConfigJsonKey)))
 		}
 	}
 	return args
@@ -184,11 +178,11 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 // when there is none).
 func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret *corev1.Secret) *corev1.Pod {
 	args := append(c.sourceArgs(img, l, secret),
-		flag(contract.FlagDestinationImage, c.PushRef(repo)),
-		flag(contract.FlagDestinationCABundle, path.Join(caDir, "ca.crt")),
-		flag(contract.FlagDestinationAuthFile, path.Join(authDir, corev1.DockerConfigJsonKey)),
-		flag(contract.FlagScratchDir, scratchDir),
-		flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(metricsPort)),
+		importerpod.Flag(contract.FlagDestinationImage, c.PushRef(repo)),
+		importerpod.Flag(contract.FlagDestinationCABundle, path.Join(caDir, "ca.crt")),
+		importerpod.Flag(contract.FlagDestinationAuthFile, path.Join(authDir, corev1.DockerConfigJsonKey)),
+		importerpod.Flag(contract.FlagScratchDir, scratchDir),
+		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
 	)
 	mounts := []corev1.VolumeMount{
 		{Name: "dvcr-tls", MountPath: caDir, ReadOnly: true},
@@ -208,42 +202,13 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: sourceDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
 	}
-	return &corev1.Pod{
-		ObjectMeta: c.meta(k, img),
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{
-				Name:                     importerContainer,
-				Image:                    c.Image,
-				Args:                     args,
-				Ports:                    c.ports(img),
-				TerminationMessagePath:   contract.DefaultTerminationMessagePath,
-				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-					Path: contract.MetricsPath, Port: intstr.FromInt32(metricsPort),
-				}}},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("100m"),
-					corev1.ResourceMemory: resource.MustParse("128Mi"),
-				}},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-				VolumeMounts: mounts,
-			}},
-			Volumes: volumes,
-		},
-	}
-}
-
-func (c PodConfig) ports(img Image) []corev1.ContainerPort {
-	p := []corev1.ContainerPort{{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}}
+	container := importerpod.Container(c.Image)
+	container.Args = args
 	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
-		p = append(p, corev1.ContainerPort{Name: "upload", ContainerPort: uploadPort, Protocol: corev1.ProtocolTCP})
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: "upload", ContainerPort: uploadPort, Protocol: corev1.ProtocolTCP})
 	}
-	return p
+	container.VolumeMounts = mounts
+	return &corev1.Pod{ObjectMeta: c.meta(k, img), Spec: importerpod.Spec(container, volumes)}
 }
 
 // ServiceName is the name of the uploader Service of the image key of kind short: a DNS label,
@@ -273,5 +238,3 @@ func (c PodConfig) UploadURLs(k Kind, img Image) *v1alpha2.ImageUploadURLs {
 		InCluster: "http://" + ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)) + "." + c.Namespace + ".svc" + contract.UploadPath,
 	}
 }
-
-func flag(name, value string) string { return "--" + name + "=" + value }

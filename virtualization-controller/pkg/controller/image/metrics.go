@@ -2,8 +2,8 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +11,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 // MetricStatusPhase is the phase gauge of kind k, e.g.
@@ -26,68 +27,38 @@ var Phases = []v1alpha2.ImagePhase{
 	v1alpha2.ImageFailed, v1alpha2.ImageLost, v1alpha2.ImagePVCLost, v1alpha2.ImageTerminating,
 }
 
-// PhaseCollector reports MetricStatusPhase from a (cached) reader when scraped.
-type PhaseCollector struct {
-	kind   Kind
-	reader client.Reader
-	desc   *prometheus.Desc
-}
-
-// NewPhaseCollector reads the images of kind k through reader.
-func NewPhaseCollector(k Kind, reader client.Reader) *PhaseCollector {
-	labels := []string{"name", "phase"}
-	if k.Namespaced() {
-		labels = []string{"namespace", "name", "phase"}
-	}
-	return &PhaseCollector{kind: k, reader: reader, desc: prometheus.NewDesc(MetricStatusPhase(k),
-		"The phase of a "+k.Name()+": 1 for its phase, 0 for the others.", labels, nil)}
-}
-
-// Describe implements prometheus.Collector.
-func (c *PhaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector.
-func (c *PhaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	list := c.kind.NewList()
-	if err := c.reader.List(ctx, list); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
-		return
-	}
-	for _, item := range items {
-		obj := item.(client.Object)
-		for phase, v := range PhaseValues(View(c.kind, obj)) {
-			labels := []string{obj.GetName(), string(phase)}
-			if c.kind.Namespaced() {
-				labels = append([]string{obj.GetNamespace()}, labels...)
-			}
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, labels...)
+// NewPhaseCollector reports MetricStatusPhase of the images of kind k read through reader (a
+// cache) when scraped.
+func NewPhaseCollector(k Kind, reader client.Reader) prometheus.Collector {
+	opts := phasegauge.Opts{Name: MetricStatusPhase(k), Help: "The phase of a " + k.Name() + ": 1 for its phase, 0 for the others.", Namespaced: k.Namespaced()}
+	return phasegauge.New(opts, Phases, func(ctx context.Context) ([]phasegauge.Object[v1alpha2.ImagePhase], error) {
+		list := k.NewList()
+		if err := reader.List(ctx, list); err != nil {
+			return nil, err
 		}
-	}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("extract %s list: %w", k.Name(), err)
+		}
+		objects := make([]phasegauge.Object[v1alpha2.ImagePhase], 0, len(items))
+		for _, item := range items {
+			obj := item.(client.Object)
+			objects = append(objects, phasegauge.Object[v1alpha2.ImagePhase]{Namespace: obj.GetNamespace(), Name: obj.GetName(), Phase: GaugePhase(View(k, obj))})
+		}
+		return objects, nil
+	})
 }
 
-// PhaseValues is 1 for img's phase and 0 for every other phase; an image without a phase yet is
-// Pending and one being deleted Terminating.
-func PhaseValues(img Image) map[v1alpha2.ImagePhase]float64 {
-	phase := img.Status.Phase
+// GaugePhase is img's phase for the gauge: an image without a phase yet is Pending and one being
+// deleted Terminating.
+func GaugePhase(img Image) v1alpha2.ImagePhase {
 	switch {
 	case img.Object.GetDeletionTimestamp() != nil:
-		phase = v1alpha2.ImageTerminating
-	case phase == "":
-		phase = v1alpha2.ImagePending
+		return v1alpha2.ImageTerminating
+	case img.Status.Phase == "":
+		return v1alpha2.ImagePending
 	}
-	m := make(map[v1alpha2.ImagePhase]float64, len(Phases))
-	for _, p := range Phases {
-		m[p] = 0
-	}
-	m[phase] = 1
-	return m
+	return img.Status.Phase
 }
 
 // The import metrics' names.

@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
 // The short names of the two kinds: their DVCR repositories' and importer Pods' prefixes.
@@ -115,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepWatchProgress:
 		var p *importerprogress.Progress
 		if pod.Status.PodIP != "" {
-			got, err := r.Progress.Scrape(ctx, MetricsURL(pod))
+			got, err := r.Progress.Scrape(ctx, importerpod.MetricsURL(pod))
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
 			} else {
@@ -128,11 +130,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
 	case StepRecordResult:
-		res := ResultOf(pod)
+		res := importerresult.Of(pod)
 		if err := r.setStatus(ctx, obj, ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Metrics.Observe(r.Kind.Short(), res, ImportSeconds(pod))
+		r.Metrics.Observe(r.Kind.Short(), res, importerresult.Seconds(pod))
 		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
 	}
 	return ctrl.Result{}, nil

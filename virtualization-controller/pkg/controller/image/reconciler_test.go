@@ -27,6 +27,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 type fixedProgress struct {
@@ -485,25 +486,17 @@ d8_virtualization_virtualimage_status_phase{name="tiny",namespace="ns1",phase="W
 }
 
 func TestPhaseValues(t *testing.T) {
-	v := image.PhaseValues(cviView())
+	v := phasegauge.Values(image.Phases, image.GaugePhase(cviView()))
 	if len(v) != len(image.Phases) || v[v1alpha2.ImagePending] != 1 {
 		t.Fatalf("%v", v)
 	}
-	v = image.PhaseValues(cviView(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase = v1alpha2.ImageReady }))
+	v = phasegauge.Values(image.Phases, image.GaugePhase(cviView(func(c *v1alpha2.ClusterVirtualImage) { c.Status.Phase = v1alpha2.ImageReady })))
 	if v[v1alpha2.ImageReady] != 1 || v[v1alpha2.ImagePending] != 0 {
 		t.Fatalf("%v", v)
 	}
 	now := metav1.Now()
-	v = image.PhaseValues(viView(func(vi *v1alpha2.VirtualImage) { vi.Status.Phase, vi.DeletionTimestamp = v1alpha2.ImageReady, &now }))
+	v = phasegauge.Values(image.Phases, image.GaugePhase(viView(func(vi *v1alpha2.VirtualImage) { vi.Status.Phase, vi.DeletionTimestamp = v1alpha2.ImageReady, &now })))
 	if v[v1alpha2.ImageTerminating] != 1 || v[v1alpha2.ImageReady] != 0 {
 		t.Fatalf("%v", v)
-	}
-}
-
-func TestHumanSize(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0Ki", 18796544: "17.9Mi", 1 << 30: "1.0Gi"} {
-		if got := image.HumanSize(n); got != want {
-			t.Errorf("humanSize(%d) = %s, want %s", n, got, want)
-		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/virtualization-controller/pkg/humansize"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -40,13 +41,10 @@ func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time
 		s.Progress = "0%"
 	}
 	if p != nil {
-		if p.Ratio >= 0 {
-			s.Progress = strconv.FormatFloat(100*p.Ratio, 'f', 1, 64) + "%"
+		if percent, ok := p.Percent(); ok {
+			s.Progress = percent
 		}
-		s.DownloadSpeed = &v1alpha2.StatusSpeed{
-			Avg: humanSize(int64(p.AverageSpeedBytes)) + "/s", AvgBytes: strconv.FormatInt(int64(p.AverageSpeedBytes), 10),
-			Current: humanSize(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
-		}
+		s.DownloadSpeed = p.Speed()
 	}
 	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
 	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the importer is downloading the image into DVCR")
@@ -85,8 +83,8 @@ func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.T
 	s.Format = r.Format
 	s.CDROM = r.CDROM
 	s.Size = v1alpha2.ImageStatusSize{
-		Stored: humanSize(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
-		Unpacked: humanSize(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
+		Stored: humansize.Format(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
+		Unpacked: humansize.Format(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
 	}
 	s.RegistryURL = registryURL
 	setCondition(&s, img, now, condReady, metav1.ConditionTrue, string(cvicondition.Ready), "")
@@ -103,19 +101,4 @@ func setCondition(s *Status, img Image, now metav1.Time, typ string, status meta
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now,
 	})
-}
-
-// humanSize is n bytes in binary units with one decimal, as the reference module shows sizes
-// (e.g. 17.9Mi); below 1 KiB it is n followed by B.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + "B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + string("KMGTPE"[exp]) + "i"
 }

@@ -5,14 +5,11 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
-	"github.com/d8virt/virtualization-controller/pkg/importerresult"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
 )
 
@@ -31,8 +28,7 @@ type DVCRCredentials struct {
 }
 
 const (
-	metricsPort = 8080
-	diskDir     = "/data"
+	diskDir = "/data"
 	// DevicePath is where a Block claim appears in the importer's container.
 	DevicePath = "/dev/d8v-disk"
 	secretDir  = "/etc/importer/source"
@@ -43,11 +39,6 @@ const (
 
 // ImporterName names a disk's importer Pod and its Secret.
 func ImporterName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-importer", vd.Name) }
-
-// MetricsURL is where a running importer Pod serves its progress.
-func MetricsURL(pod *corev1.Pod) string {
-	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(metricsPort) + contract.MetricsPath
-}
 
 // ImporterSecret holds the files the importer reads its source with that are not the user's
 // own Secret: the source's CA bundle, and for a DVCR source the puller's credentials and DVCR's
@@ -75,40 +66,23 @@ func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr DVCRCredentials)
 func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan, secret *corev1.Secret) *corev1.Pod {
 	src := plan.Source
 	args := []string{
-		flag(contract.FlagScratchDir, scratchDir),
-		flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(metricsPort)),
+		importerpod.Flag(contract.FlagScratchDir, scratchDir),
+		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
 	}
 	if src.URL != "" {
-		args = append(args, flag(contract.FlagSourceURL, src.URL))
+		args = append(args, importerpod.Flag(contract.FlagSourceURL, src.URL))
 	} else {
-		args = append(args, flag(contract.FlagSourceImage, src.Image))
+		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.Image))
 	}
 	if cs := src.Checksum; cs != nil {
 		for _, kv := range [][2]string{{contract.FlagMD5, cs.MD5}, {contract.FlagSHA1, cs.SHA1}, {contract.FlagSHA256, cs.SHA256}, {contract.FlagSHA512, cs.SHA512}} {
 			if kv[1] != "" {
-				args = append(args, flag(kv[0], kv[1]))
+				args = append(args, importerpod.Flag(kv[0], kv[1]))
 			}
 		}
 	}
-	container := corev1.Container{
-		Name:                     importerresult.Container,
-		Image:                    c.Image,
-		Ports:                    []corev1.ContainerPort{{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}},
-		TerminationMessagePath:   contract.DefaultTerminationMessagePath,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: contract.MetricsPath, Port: intstr.FromInt32(metricsPort),
-		}}},
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("100m"),
-			corev1.ResourceMemory: resource.MustParse("128Mi"),
-		}},
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}},
-	}
+	container := importerpod.Container(c.Image)
+	container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}}
 	volumes := []corev1.Volume{
 		{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -116,18 +90,18 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 	if plan.VolumeMode == corev1.PersistentVolumeBlock {
 		container.VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: DevicePath}}
 		// The device's size is the limit.
-		args = append(args, flag(contract.FlagDestinationFile, DevicePath))
+		args = append(args, importerpod.Flag(contract.FlagDestinationFile, DevicePath))
 	} else {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "disk", MountPath: diskDir})
-		args = append(args, flag(contract.FlagDestinationFile, path.Join(diskDir, "disk.img")),
-			flag(contract.FlagCapacity, strconv.FormatInt(plan.Size.Value(), 10)))
+		args = append(args, importerpod.Flag(contract.FlagDestinationFile, path.Join(diskDir, "disk.img")),
+			importerpod.Flag(contract.FlagCapacity, strconv.FormatInt(plan.Size.Value(), 10)))
 	}
 	if secret != nil {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "source", MountPath: secretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
-		args = append(args, flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
+		args = append(args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
 		if _, ok := secret.Data[corev1.DockerConfigJsonKey]; ok {
-			args = append(args, flag(contract.FlagSourceAuthFile, path.Join(secretDir, corev1.DockerConfigJsonKey)))
+			args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(secretDir, corev1.DockerConfigJsonKey)))
 		}
 	}
 	if src.PullSecret != "" {
@@ -135,20 +109,13 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 		volumes = append(volumes, corev1.Volume{Name: "pull", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: src.PullSecret, Items: []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: corev1.DockerConfigJsonKey}},
 		}}})
-		args = append(args, flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
+		args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
 	}
 	container.Args = args
 	l := labels(vd)
 	l["app.kubernetes.io/name"] = "importer"
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: l, OwnerReferences: owner(vd)},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: ptr.To(false),
-			Containers:                   []corev1.Container{container},
-			Volumes:                      volumes,
-		},
+		Spec:       importerpod.Spec(container, volumes),
 	}
 }
-
-func flag(name, value string) string { return "--" + name + "=" + value }

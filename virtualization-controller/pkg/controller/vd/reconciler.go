@@ -24,6 +24,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
@@ -131,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepWatchProgress:
 		var p *importerprogress.Progress
 		if pod.Status.PodIP != "" {
-			got, err := r.progress.Scrape(ctx, MetricsURL(pod))
+			got, err := r.progress.Scrape(ctx, importerpod.MetricsURL(pod))
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
 			} else {

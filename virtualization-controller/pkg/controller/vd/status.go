@@ -2,7 +2,6 @@ package vd
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +11,6 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
-	"github.com/d8virt/virtualization-controller/pkg/humansize"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
@@ -56,13 +54,10 @@ func ProvisioningStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, p 
 		s.Progress = "0%"
 	}
 	if p != nil {
-		if p.Ratio >= 0 {
-			s.Progress = strconv.FormatFloat(100*p.Ratio, 'f', 1, 64) + "%"
+		if percent, ok := p.Percent(); ok {
+			s.Progress = percent
 		}
-		s.DownloadSpeed = &v1alpha2.StatusSpeed{
-			Avg: humansize.Format(int64(p.AverageSpeedBytes)) + "/s", AvgBytes: strconv.FormatInt(int64(p.AverageSpeedBytes), 10),
-			Current: humansize.Format(int64(p.SpeedBytes)) + "/s", CurrentBytes: strconv.FormatInt(int64(p.SpeedBytes), 10),
-		}
+		s.DownloadSpeed = p.Speed()
 	}
 	sourceReady(&s, vd.Generation, now)
 	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.Provisioning), "the importer is filling PersistentVolumeClaim "+claim)

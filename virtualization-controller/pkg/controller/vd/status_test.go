@@ -18,6 +18,7 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 func boundClaim(request, capacity string, conds ...corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaim {
@@ -133,7 +134,7 @@ func TestPhaseValues(t *testing.T) {
 	d := disk(nil, "1Gi", "")
 	check := func(want v1alpha2.DiskPhase) {
 		t.Helper()
-		m := PhaseValues(d)
+		m := phasegauge.Values(Phases, GaugePhase(d))
 		if len(m) != len(Phases) {
 			t.Fatalf("%d series", len(m))
 		}

@@ -11,6 +11,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 // The metrics, kube-state-metrics style: one series per VM (per phase for the phase), labelled
@@ -30,32 +31,43 @@ var Phases = []v1alpha2.MachinePhase{
 	v1alpha2.MachineStopped, v1alpha2.MachineMigrating, v1alpha2.MachinePause, v1alpha2.MachineTerminating,
 }
 
-// Collector reports the metrics from a (cached) reader when scraped.
+// Collector reports the configuration gauges from a (cached) reader when scraped.
 type Collector struct {
-	reader                                         client.Reader
-	phase, cores, fraction, memory, agent, restart *prometheus.Desc
+	reader                                  client.Reader
+	cores, fraction, memory, agent, restart *prometheus.Desc
 }
 
-// NewCollector reads the VMs through reader.
-func NewCollector(reader client.Reader) *Collector {
+// NewCollector reports the metrics of the VMs read through reader: the phase gauge and the
+// configuration gauges.
+func NewCollector(reader client.Reader) prometheus.Collector {
 	labels := []string{"name", "namespace"}
-	d := func(name, help string, extra ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, append(labels, extra...), nil)
-	}
-	return &Collector{
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, labels, nil) }
+	phase := phasegauge.New(phasegauge.Opts{Name: MetricStatusPhase, Help: "The phase of a VirtualMachine: 1 for its phase, 0 for the others.", Namespaced: true},
+		Phases, func(ctx context.Context) ([]phasegauge.Object[v1alpha2.MachinePhase], error) {
+			var list v1alpha2.VirtualMachineList
+			if err := reader.List(ctx, &list); err != nil {
+				return nil, err
+			}
+			objects := make([]phasegauge.Object[v1alpha2.MachinePhase], 0, len(list.Items))
+			for i := range list.Items {
+				vm := &list.Items[i]
+				objects = append(objects, phasegauge.Object[v1alpha2.MachinePhase]{Namespace: vm.Namespace, Name: vm.Name, Phase: GaugePhase(vm)})
+			}
+			return objects, nil
+		})
+	return phasegauge.Join(phase, &Collector{
 		reader:   reader,
-		phase:    d(MetricStatusPhase, "The phase of a VirtualMachine: 1 for its phase, 0 for the others.", "phase"),
 		cores:    d(MetricCPUCores, "The virtual CPU cores a VirtualMachine's spec asks for."),
 		fraction: d(MetricCPUCoreFraction, "The guaranteed share of each core a VirtualMachine runs with, as a ratio (0.05 to 1)."),
 		memory:   d(MetricMemorySize, "The memory a VirtualMachine's spec asks for, in bytes."),
 		agent:    d(MetricAgentReady, "1 when a VirtualMachine's guest agent answers, else 0."),
 		restart:  d(MetricAwaitingRestart, "1 when a VirtualMachine has changes that wait for a restart, else 0."),
-	}
+	})
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.phase, c.cores, c.fraction, c.memory, c.agent, c.restart} {
+	for _, d := range []*prometheus.Desc{c.cores, c.fraction, c.memory, c.agent, c.restart} {
 		ch <- d
 	}
 }
@@ -66,17 +78,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	var list v1alpha2.VirtualMachineList
 	if err := c.reader.List(ctx, &list); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.phase, err)
+		ch <- prometheus.NewInvalidMetric(c.cores, err)
 		return
 	}
-	gauge := func(d *prometheus.Desc, v float64, vm *v1alpha2.VirtualMachine, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{vm.Name, vm.Namespace}, extra...)...)
+	gauge := func(d *prometheus.Desc, v float64, vm *v1alpha2.VirtualMachine) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, vm.Name, vm.Namespace)
 	}
 	for i := range list.Items {
 		vm := &list.Items[i]
-		for phase, v := range PhaseValues(vm) {
-			gauge(c.phase, v, vm, string(phase))
-		}
 		gauge(c.cores, float64(vm.Spec.CPU.Cores), vm)
 		if f, err := ParseCoreFraction(vm.Status.Resources.CPU.CoreFraction); err == nil {
 			gauge(c.fraction, float64(f)/100, vm)
@@ -94,20 +103,14 @@ func conditionValue(vm *v1alpha2.VirtualMachine, t vmcondition.Type) float64 {
 	return 0
 }
 
-// PhaseValues is 1 for vm's phase and 0 for every other phase; a VM without a phase yet is
-// Pending and one being deleted Terminating.
-func PhaseValues(vm *v1alpha2.VirtualMachine) map[v1alpha2.MachinePhase]float64 {
-	phase := vm.Status.Phase
+// GaugePhase is vm's phase for the gauge: a VM without a phase yet is Pending and one being deleted
+// Terminating.
+func GaugePhase(vm *v1alpha2.VirtualMachine) v1alpha2.MachinePhase {
 	switch {
 	case vm.DeletionTimestamp != nil:
-		phase = v1alpha2.MachineTerminating
-	case phase == "":
-		phase = v1alpha2.MachinePending
+		return v1alpha2.MachineTerminating
+	case vm.Status.Phase == "":
+		return v1alpha2.MachinePending
 	}
-	m := make(map[v1alpha2.MachinePhase]float64, len(Phases))
-	for _, p := range Phases {
-		m[p] = 0
-	}
-	m[phase] = 1
-	return m
+	return vm.Status.Phase
 }

@@ -9,6 +9,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 // A running VM with its agent and a change awaiting a restart, and a stopped one.
@@ -52,7 +53,7 @@ d8_virtualization_virtualmachine_configuration_memory_size_bytes{name="web",name
 		t.Error(err)
 	}
 	phases := map[string]float64{}
-	for p, v := range PhaseValues(running) {
+	for p, v := range phasegauge.Values(Phases, GaugePhase(running)) {
 		phases[string(p)] = v
 	}
 	if phases["Running"] != 1 || phases["Stopped"] != 0 || len(phases) != len(Phases) {

@@ -11,6 +11,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 var t0 = metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
@@ -156,7 +157,7 @@ func TestDecideLease(t *testing.T) {
 }
 
 func TestPhaseValues(t *testing.T) {
-	m := PhaseValues(AddressPhases, "Attached")
+	m := phasegauge.Values(AddressPhases, "Attached")
 	if len(m) != 3 || m["Attached"] != 1 || m["Bound"] != 0 || m["Pending"] != 0 {
 		t.Fatalf("%v", m)
 	}

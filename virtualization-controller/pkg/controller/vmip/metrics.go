@@ -2,12 +2,12 @@ package vmip
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 // The phase gauges: one series per object and phase, 1 for the object's phase and 0 for the
@@ -19,63 +19,44 @@ const (
 
 // AddressPhases and LeasePhases are the phases a series exists for.
 var (
-	AddressPhases = []string{
-		string(v1alpha2.VirtualMachineIPAddressPhasePending), string(v1alpha2.VirtualMachineIPAddressPhaseBound),
-		string(v1alpha2.VirtualMachineIPAddressPhaseAttached),
+	AddressPhases = []v1alpha2.VirtualMachineIPAddressPhase{
+		v1alpha2.VirtualMachineIPAddressPhasePending, v1alpha2.VirtualMachineIPAddressPhaseBound, v1alpha2.VirtualMachineIPAddressPhaseAttached,
 	}
-	LeasePhases = []string{
-		string(v1alpha2.VirtualMachineIPAddressLeasePhaseBound), string(v1alpha2.VirtualMachineIPAddressLeasePhaseReleased),
+	LeasePhases = []v1alpha2.VirtualMachineIPAddressLeasePhase{
+		v1alpha2.VirtualMachineIPAddressLeasePhaseBound, v1alpha2.VirtualMachineIPAddressLeasePhaseReleased,
 	}
 )
 
-// PhaseCollector reports both gauges from a (cached) reader when scraped.
-type PhaseCollector struct {
-	reader  client.Reader
-	address *prometheus.Desc
-	lease   *prometheus.Desc
-}
-
-// NewPhaseCollector reads addresses and leases through reader.
-func NewPhaseCollector(reader client.Reader) *PhaseCollector {
-	return &PhaseCollector{
-		reader: reader,
-		address: prometheus.NewDesc(MetricAddressPhase, "The phase of a VirtualMachineIPAddress: 1 for its phase, 0 for the others.",
-			[]string{"namespace", "name", "phase"}, nil),
-		lease: prometheus.NewDesc(MetricLeasePhase, "The phase of a VirtualMachineIPAddressLease: 1 for its phase, 0 for the others.",
-			[]string{"name", "phase"}, nil),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *PhaseCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.address
-	ch <- c.lease
-}
-
-// Collect implements prometheus.Collector.
-func (c *PhaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var vmips v1alpha2.VirtualMachineIPAddressList
-	if err := c.reader.List(ctx, &vmips); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.address, err)
-	}
-	for i := range vmips.Items {
-		v := &vmips.Items[i]
-		for phase, val := range PhaseValues(AddressPhases, string(AddressPhase(v))) {
-			ch <- prometheus.MustNewConstMetric(c.address, prometheus.GaugeValue, val, v.Namespace, v.Name, phase)
-		}
-	}
-	var leases v1alpha2.VirtualMachineIPAddressLeaseList
-	if err := c.reader.List(ctx, &leases); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.lease, err)
-	}
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		for phase, val := range PhaseValues(LeasePhases, string(LeasePhase(l))) {
-			ch <- prometheus.MustNewConstMetric(c.lease, prometheus.GaugeValue, val, l.Name, phase)
-		}
-	}
+// NewPhaseCollector reports both gauges of the addresses and leases read through reader (a
+// cache) when scraped.
+func NewPhaseCollector(reader client.Reader) prometheus.Collector {
+	address := phasegauge.New(phasegauge.Opts{Name: MetricAddressPhase, Help: "The phase of a VirtualMachineIPAddress: 1 for its phase, 0 for the others.", Namespaced: true},
+		AddressPhases, func(ctx context.Context) ([]phasegauge.Object[v1alpha2.VirtualMachineIPAddressPhase], error) {
+			var list v1alpha2.VirtualMachineIPAddressList
+			if err := reader.List(ctx, &list); err != nil {
+				return nil, err
+			}
+			objects := make([]phasegauge.Object[v1alpha2.VirtualMachineIPAddressPhase], 0, len(list.Items))
+			for i := range list.Items {
+				v := &list.Items[i]
+				objects = append(objects, phasegauge.Object[v1alpha2.VirtualMachineIPAddressPhase]{Namespace: v.Namespace, Name: v.Name, Phase: AddressPhase(v)})
+			}
+			return objects, nil
+		})
+	lease := phasegauge.New(phasegauge.Opts{Name: MetricLeasePhase, Help: "The phase of a VirtualMachineIPAddressLease: 1 for its phase, 0 for the others."},
+		LeasePhases, func(ctx context.Context) ([]phasegauge.Object[v1alpha2.VirtualMachineIPAddressLeasePhase], error) {
+			var list v1alpha2.VirtualMachineIPAddressLeaseList
+			if err := reader.List(ctx, &list); err != nil {
+				return nil, err
+			}
+			objects := make([]phasegauge.Object[v1alpha2.VirtualMachineIPAddressLeasePhase], 0, len(list.Items))
+			for i := range list.Items {
+				l := &list.Items[i]
+				objects = append(objects, phasegauge.Object[v1alpha2.VirtualMachineIPAddressLeasePhase]{Name: l.Name, Phase: LeasePhase(l)})
+			}
+			return objects, nil
+		})
+	return phasegauge.Join(address, lease)
 }
 
 // AddressPhase is the phase of an address, Pending before it has one.
@@ -96,14 +77,4 @@ func LeasePhase(l *v1alpha2.VirtualMachineIPAddressLease) v1alpha2.VirtualMachin
 		return v1alpha2.VirtualMachineIPAddressLeasePhaseBound
 	}
 	return v1alpha2.VirtualMachineIPAddressLeasePhaseReleased
-}
-
-// PhaseValues is 1 for phase and 0 for every other of phases.
-func PhaseValues(phases []string, phase string) map[string]float64 {
-	m := make(map[string]float64, len(phases))
-	for _, p := range phases {
-		m[p] = 0
-	}
-	m[phase] = 1
-	return m
 }

@@ -12,6 +12,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
+	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -248,7 +249,7 @@ func TestPhaseValues(t *testing.T) {
 		{op("a", v1alpha2.VMOPTypeStart, 0, phase(v1alpha2.VMOPPhaseSuperseded)), v1alpha2.VMOPPhaseSuperseded},
 		{op("a", v1alpha2.VMOPTypeStart, 0, phase(v1alpha2.VMOPPhaseCompleted), deleted), v1alpha2.VMOPPhaseTerminating},
 	} {
-		got := PhaseValues(tc.op)
+		got := phasegauge.Values(Phases, GaugePhase(tc.op))
 		if len(got) != len(Phases) {
 			t.Errorf("%d series, want %d", len(got), len(Phases))
 		}

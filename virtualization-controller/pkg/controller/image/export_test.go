@@ -1,4 +1,0 @@
-package image
-
-// HumanSize is humanSize, for the external tests.
-var HumanSize = humanSize

@@ -1,0 +1,60 @@
+// Package importerpod is what every importer Pod has in common, whichever controller runs it:
+// the importer container (name, metrics port and readiness, termination message, requests,
+// security) and the Pod spec around it. The controllers add the arguments, volumes and mounts
+// of their import.
+package importerpod
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
+)
+
+// MetricsPort is where the importer serves its progress and readiness.
+const MetricsPort = 8080
+
+// Container is the importer container of image, without arguments or mounts.
+func Container(image string) corev1.Container {
+	return corev1.Container{
+		Name:                     importerresult.Container,
+		Image:                    image,
+		Ports:                    []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP}},
+		TerminationMessagePath:   contract.DefaultTerminationMessagePath,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: contract.MetricsPath, Port: intstr.FromInt32(MetricsPort),
+		}}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+// Spec is the Pod spec that runs c once with volumes, without the service account's token.
+func Spec(c corev1.Container, volumes []corev1.Volume) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		Containers:                   []corev1.Container{c},
+		Volumes:                      volumes,
+	}
+}
+
+// Flag is the importer's flag name set to value, as an argument.
+func Flag(name, value string) string { return "--" + name + "=" + value }
+
+// MetricsURL is where a running importer Pod serves its progress.
+func MetricsURL(pod *corev1.Pod) string {
+	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(MetricsPort) + contract.MetricsPath
+}
