@@ -75,8 +75,9 @@ func HandlerRules() []rbacv1.PolicyRule {
 		// vmisync: the launcher pods on its node and their readiness gate; rest: a VMI's launcher.
 		rule(core, read, "pods"),
 		rule(core, []string{"patch"}, "pods/status"),
-		// heartbeat: the node's annotation and schedulable label; node labeller: its labels.
-		rule(core, []string{"get", "patch"}, "nodes"),
+		// heartbeat: the node's annotation and schedulable label; node labeller: its labels,
+		// watched for drift.
+		rule(core, []string{"get", "watch", "patch"}, "nodes"),
 		// hotplug: where a hotplugged claim's volume is on the node.
 		rule(core, []string{"get"}, "persistentvolumeclaims", "persistentvolumes"),
 		// vmisync: KubeVirt's events about the VMIs, in their namespaces.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,8 @@ import (
 
 // Labeller keeps the Node's labels level-based: every round computes the full set, adds what is
 // missing, changes what differs and removes the stale ones of its own keys, so a label someone
-// removed or a model that stopped being usable is right again within an Interval.
+// removed or a model that stopped being usable is right again within an Interval (at once when
+// the change shows on a watch of the Node).
 type Labeller struct {
 	Kube     kubernetes.Interface
 	NodeName string
@@ -37,9 +39,12 @@ type Labeller struct {
 	RealtimeFile string
 }
 
-// Run labels the node until ctx ends.
+// Run labels the node until ctx ends: a round every Interval, and one as soon as a watch of the
+// Node shows labels that are not right (someone removed or added one of the labeller's keys).
 func (l *Labeller) Run(ctx context.Context) error {
 	retry := 5 * time.Second
+	drift := make(chan struct{}, 1)
+	go l.watchDrift(ctx, drift, retry)
 	for {
 		wait := l.Interval
 		if err := l.Sync(ctx); err != nil {
@@ -50,6 +55,38 @@ func (l *Labeller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		case <-drift:
+		}
+	}
+}
+
+// watchDrift watches the Node and signals drift whenever its labels need a change (the
+// heartbeat's status updates need none, so they cost no extra round). A watch that ends is
+// opened again after retry.
+func (l *Labeller) watchDrift(ctx context.Context, drift chan<- struct{}, retry time.Duration) {
+	for ctx.Err() == nil {
+		w, err := l.Kube.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + l.NodeName})
+		if err != nil {
+			l.Log.Warn("node labeller: watch the node", "err", err)
+		} else {
+			for ev := range w.ResultChan() {
+				node, ok := ev.Object.(*corev1.Node)
+				if !ok || len(Changes(node.Labels, Labels(l.Caps, nil, l.realtime()))) == 0 {
+					continue
+				}
+				if _, skip := node.Annotations[kubevirtv1.LabellerSkipNodeAnnotation]; skip {
+					continue
+				}
+				select {
+				case drift <- struct{}{}:
+				default:
+				}
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(retry):
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,4 +175,58 @@ func TestSync(t *testing.T) {
 	if !maps.Equal(got.Labels, map[string]string{"cpu-model.node.kubevirt.io/Stale": "true"}) {
 		t.Errorf("skipped node relabelled: %v", got.Labels)
 	}
+}
+
+// TestRunFixesDriftAtOnce: a stale label of the labeller's keys added to the Node goes without
+// waiting for the next round (the Interval is an hour here), a foreign one stays.
+func TestRunFixesDriftAtOnce(t *testing.T) {
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	l := &Labeller{Kube: kube, NodeName: "n1", Caps: loadTestdata(t), Interval: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	want := Labels(l.Caps, nil, false)
+	labelled := func(extra map[string]string) bool {
+		n, err := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := maps.Clone(want)
+		maps.Copy(w, extra)
+		return maps.Equal(n.Labels, w)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out: %s", what)
+			}
+		}
+	}
+	waitFor("the first round", func() bool { return labelled(nil) })
+	// The watch may not be open yet when the first round ends; keep changing until it sees one.
+	waitFor("the stale label removed", func() bool {
+		n, _ := kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if _, stale := n.Labels["cpu-model.node.kubevirt.io/Bogus"]; !stale && n.Labels["example.com/keep"] == "yes" {
+			return labelled(map[string]string{"example.com/keep": "yes"})
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["cpu-model.node.kubevirt.io/Bogus"] = "true"
+		n.Labels["example.com/keep"] = "yes"
+		if _, err := kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		n, _ = kube.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		_, stale := n.Labels["cpu-model.node.kubevirt.io/Bogus"]
+		return !stale && labelled(map[string]string{"example.com/keep": "yes"})
+	})
 }
