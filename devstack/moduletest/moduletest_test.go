@@ -22,6 +22,21 @@ func record(t *testing.T, nodes ...string) Record {
 	}
 }
 
+// written writes the record of r's cluster, as the process that started it does, and returns
+// its path.
+func written(t *testing.T, r Record) string {
+	t.Helper()
+	c, err := r.cluster(localnet.Net{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	if err := c.WriteRecord(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A record written by the process that started a cluster gives another process the same
 // cluster: the same daemons in the same order (Stop finds them by their records), nodes, image
 // store and install options.
@@ -29,15 +44,7 @@ func TestRecordGivesTheSameCluster(t *testing.T) {
 	for _, nodes := range [][]string{{"vd-node"}, {"node-a", "node-b"}} {
 		t.Run(strings.Join(nodes, ","), func(t *testing.T) {
 			r := record(t, nodes...)
-			c, err := r.cluster(localnet.Net{}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "cluster.json")
-			if err := c.WriteRecord(path); err != nil {
-				t.Fatal(err)
-			}
-			got, err := Load(path, localnet.Net{}, nil)
+			got, err := Load(written(t, r), localnet.Net{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,17 +89,9 @@ func TestInstalledChecksTheHandedOverCluster(t *testing.T) {
 		{"not running", []string{"node-a", "node-b"}, []string{"x"}, "the cluster does not run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := record(t, tc.record...)
-			c, err := r.cluster(localnet.Net{}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "cluster.json")
-			if err := c.WriteRecord(path); err != nil {
-				t.Fatal(err)
-			}
+			path := written(t, record(t, tc.record...))
 			t.Setenv(SharedEnv, path)
-			_, err = Installed(context.Background(), Config{Nodes: tc.want})
+			_, err := Installed(context.Background(), Config{Nodes: tc.want})
 			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("Installed: %v, want an error naming %s with %q", err, path, tc.err)
 			}
