@@ -131,6 +131,20 @@ func (c *Console) WaitFor(re *regexp.Regexp, timeout time.Duration) ([]string, e
 	}
 }
 
+// Value types script, a shell line that prints name=[VALUE], and returns VALUE. The script
+// must build the line with a $(...) or $VAR, so that the echo of the typed line (which has a $
+// between the brackets) is not taken for the answer.
+func (c *Console) Value(name, script string, timeout time.Duration) (string, error) {
+	if err := c.Write(script + "\n"); err != nil {
+		return "", err
+	}
+	m, err := c.WaitFor(regexp.MustCompile(regexp.QuoteMeta(name)+`=\[([^]$]*)\]`), timeout)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", script, err)
+	}
+	return m[1], nil
+}
+
 // String is everything the console received so far.
 func (c *Console) String() string {
 	c.mu.Lock()
