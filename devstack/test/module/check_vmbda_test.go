@@ -207,9 +207,5 @@ func waitGuestDisk(t *testing.T, con *guesttest.Console, present bool) string {
 
 func guestValue(t *testing.T, con *guesttest.Console, name, script string) string {
 	t.Helper()
-	v, err := con.Value(name, script, 30*time.Second)
-	if err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, con)
-	}
-	return v
+	return con.Value(t, name, script, 30*time.Second)
 }

@@ -218,11 +218,7 @@ func shellReady(t *testing.T, con *guesttest.Console) {
 // echo of the typed line holds name=[ too, but followed by a $ that no value holds.
 func guestValue(t *testing.T, con *guesttest.Console, name, script string) string {
 	t.Helper()
-	v, err := con.Value(name, script, 30*time.Second)
-	if err != nil {
-		t.Fatalf("%v\nconsole:\n%s", err, con)
-	}
-	return v
+	return con.Value(t, name, script, 30*time.Second)
 }
 
 // guestFile mounts the ISO on the guest's device dev and returns the file's content.
