@@ -105,6 +105,7 @@ func checkVirtualMachineBlockDeviceAttachment(t *testing.T, ctx context.Context,
 		t.Errorf("Attached reason %q", got)
 	}
 	hp := "{.status.blockDeviceRefs[?(@.name=='module-e2e-hotplug')]"
+	wait("vm/"+vm, "jsonpath="+hp+".attached}=true", time.Minute)
 	for path, want := range map[string]string{
 		hp + ".hotplugged}": "true", hp + ".attached}": "true", hp + ".virtualMachineBlockDeviceAttachmentName}": "module-e2e-hotplug",
 	} {
@@ -165,8 +166,11 @@ func checkVirtualMachineBlockDeviceAttachment(t *testing.T, ctx context.Context,
 	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug", "--timeout=2m")
 	waitGuestDisk(t, con, false)
 	t.Logf("detached in %s", time.Since(start).Round(100*time.Millisecond))
-	if got := get("vm/"+vm, hp+".name}"); got != "" {
-		t.Errorf("the VM still reports the unplugged disk: %q", got)
+	for deadline := time.Now().Add(time.Minute); get("vm/"+vm, hp+".name}") != ""; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Errorf("the VM still reports the unplugged disk: %s", get("vm/"+vm, "{.status.blockDeviceRefs}"))
+			break
+		}
 	}
 	st.kubectl(t, kc, "apply", "-f", main)
 	wait("vmbda/module-e2e-hotplug", "jsonpath={.status.phase}=Attached", 3*time.Minute)
