@@ -120,7 +120,9 @@ func Decide(in Inputs) Decision {
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), diskMsg)
 		return d
-	case !diskOK || !vmOK:
+	case !vmOK || (!diskOK && !hp.inSpec):
+		// A disk already plugged in stays so whatever becomes of it (a deleted one is kept
+		// until it is unplugged).
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhasePending
 		msg := vmMsg
 		if !diskOK {

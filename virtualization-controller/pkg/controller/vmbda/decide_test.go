@@ -109,6 +109,13 @@ func TestDecide(t *testing.T) {
 		{name: "the disk is not ready",
 			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: notReady},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, reason: "NotAttached", message: `VirtualDisk data is not ready (phase "Provisioning"); the disk is plugged in once both are ready`},
+		{name: "a plugged-in disk being deleted stays Attached (it is kept until unplugged)",
+			in: Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: func() *v1alpha2.VirtualDisk {
+				d := readyDisk("data")
+				d.DeletionTimestamp = &now
+				return d
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseAttached, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "VirtualDisk data is being deleted"},
 		{name: "the disk is in a VM's spec",
 			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data"), SpecUsers: []string{"vm"}},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict", message: "VirtualDisk data is already attached to VirtualMachine vm (its spec.blockDeviceRefs)"},
