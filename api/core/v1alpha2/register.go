@@ -31,6 +31,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VirtualMachine{}, &VirtualMachineList{},
 		&VirtualMachineClass{}, &VirtualMachineClassList{},
 		&VirtualMachineOperation{}, &VirtualMachineOperationList{},
+		&VirtualMachineBlockDeviceAttachment{}, &VirtualMachineBlockDeviceAttachmentList{},
 		&VirtualMachineIPAddress{}, &VirtualMachineIPAddressList{},
 		&VirtualMachineIPAddressLease{}, &VirtualMachineIPAddressLeaseList{},
 	)

@@ -388,6 +388,12 @@ type BlockDeviceStatusRef struct {
 	Target string `json:"target,omitempty"`
 	// Attached is true once the device is attached to the running machine.
 	Attached bool `json:"attached"`
+	// Hotplugged is true for a device plugged in by a VirtualMachineBlockDeviceAttachment.
+	// +optional
+	Hotplugged bool `json:"hotplugged,omitempty"`
+	// VirtualMachineBlockDeviceAttachmentName is the attachment that plugged the device in.
+	// +optional
+	VirtualMachineBlockDeviceAttachmentName string `json:"virtualMachineBlockDeviceAttachmentName,omitempty"`
 }
 
 // ResourcesStatus is what a machine runs with.

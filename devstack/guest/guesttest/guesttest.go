@@ -131,6 +131,22 @@ func (c *Console) WaitFor(re *regexp.Regexp, timeout time.Duration) ([]string, e
 	}
 }
 
+// Value types script, a shell line that prints name=[VALUE], and returns VALUE; the test fails
+// (showing the console) when it does not come within timeout. The script must build the line
+// with a $(...) or $VAR, so that the echo of the typed line (which has a $ between the brackets)
+// is not taken for the answer.
+func (c *Console) Value(t testing.TB, name, script string, timeout time.Duration) string {
+	t.Helper()
+	if err := c.Write(script + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.WaitFor(regexp.MustCompile(regexp.QuoteMeta(name)+`=\[([^]$]*)\]`), timeout)
+	if err != nil {
+		t.Fatalf("%s: %v\nconsole:\n%s", script, err, c)
+	}
+	return m[1]
+}
+
 // String is everything the console received so far.
 func (c *Console) String() string {
 	c.mu.Lock()

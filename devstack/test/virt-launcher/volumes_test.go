@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -219,14 +218,7 @@ func shellReady(t *testing.T, con *guesttest.Console) {
 // echo of the typed line holds name=[ too, but followed by a $ that no value holds.
 func guestValue(t *testing.T, con *guesttest.Console, name, script string) string {
 	t.Helper()
-	if err := con.Write(script + "\n"); err != nil {
-		t.Fatal(err)
-	}
-	m, err := con.WaitFor(regexp.MustCompile(regexp.QuoteMeta(name)+`=\[([^]$]*)\]`), 30*time.Second)
-	if err != nil {
-		t.Fatalf("%s: %v\nconsole:\n%s", script, err, con)
-	}
-	return m[1]
+	return con.Value(t, name, script, 30*time.Second)
 }
 
 // guestFile mounts the ISO on the guest's device dev and returns the file's content.

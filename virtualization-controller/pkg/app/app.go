@@ -42,11 +42,13 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/vd"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmbda"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmclass"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/subresources"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
@@ -158,11 +160,20 @@ func run(ctx context.Context, o Options) error {
 	if err := ops.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("virtualmachineoperation controller: %w", err)
 	}
+	hotplug, err := subresources.New(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	attachments := vmbda.NewReconciler(mgr.GetClient(), hotplug, clock.RealClock{}, mgr.GetEventRecorder(vmbda.EventSource))
+	if err := attachments.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("virtualmachineblockdeviceattachment controller: %w", err)
+	}
 	if err := vmip.Setup(ctx, mgr, vmip.Config{Range: o.VirtualMachineCIDRs, Retention: o.LeaseRetention, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(vmip.EventSource)}); err != nil {
 		return err
 	}
 	for _, c := range []prometheus.Collector{vm.NewCollector(mgr.GetClient()), vmclass.NewPhaseCollector(mgr.GetClient()),
-		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient()), vd.NewPhaseCollector(mgr.GetClient())} {
+		vmop.NewPhaseCollector(mgr.GetClient()), vmip.NewPhaseCollector(mgr.GetClient()), vd.NewPhaseCollector(mgr.GetClient()),
+		vmbda.NewPhaseCollector(mgr.GetClient())} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

@@ -128,12 +128,22 @@ func ownedBy(refs []metav1.OwnerReference, vd *v1alpha2.VirtualDisk) bool {
 }
 
 // Consumers are the Pods other than the disk's importer that use its claim and have not ended
-// (a virtual machine's launcher Pod among them), by name, and the virtual machines the disk's
-// status lists. It is pure.
-func Consumers(vd *v1alpha2.VirtualDisk, claim string, pods []corev1.Pod) []string {
+// (a virtual machine's launcher Pod among them), by name, the virtual machines the disk's
+// status lists, and the VirtualMachineBlockDeviceAttachments that plug it in (InProgress,
+// Attached, or Terminating while the guest releases it). It is pure.
+func Consumers(vd *v1alpha2.VirtualDisk, claim string, pods []corev1.Pod, attachments []v1alpha2.VirtualMachineBlockDeviceAttachment) []string {
 	var users []string
 	for _, vm := range vd.Status.AttachedToVirtualMachines {
 		users = append(users, "VirtualMachine "+vm.Name)
+	}
+	for _, a := range attachments {
+		ref := a.Spec.BlockDeviceRef
+		switch a.Status.Phase {
+		case v1alpha2.BlockDeviceAttachmentPhaseInProgress, v1alpha2.BlockDeviceAttachmentPhaseAttached, v1alpha2.BlockDeviceAttachmentPhaseTerminating:
+			if ref.Kind == v1alpha2.VMBDAObjectRefKindVirtualDisk && ref.Name == vd.Name {
+				users = append(users, "VirtualMachineBlockDeviceAttachment "+a.Name)
+			}
+		}
 	}
 	for i := range pods {
 		p := &pods[i]

@@ -1,6 +1,7 @@
 package vd
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -85,9 +86,21 @@ func TestConsumers(t *testing.T) {
 		uses("other", corev1.PodRunning, "other-claim"),
 		uses("vd-importer-tiny", corev1.PodRunning, ClaimName(d), owner(d)...),
 	}
-	got := Consumers(d, ClaimName(d), pods)
-	want := []string{"VirtualMachine vm1", "Pod virt-launcher-a"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	attachment := func(name, disk string, phase v1alpha2.BlockDeviceAttachmentPhase) v1alpha2.VirtualMachineBlockDeviceAttachment {
+		return v1alpha2.VirtualMachineBlockDeviceAttachment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:   v1alpha2.VirtualMachineBlockDeviceAttachmentSpec{VirtualMachineName: "vm2", BlockDeviceRef: v1alpha2.VMBDAObjectRef{Kind: v1alpha2.VMBDAObjectRefKindVirtualDisk, Name: disk}},
+			Status: v1alpha2.VirtualMachineBlockDeviceAttachmentStatus{Phase: phase}}
+	}
+	attachments := []v1alpha2.VirtualMachineBlockDeviceAttachment{
+		attachment("plugged", d.Name, v1alpha2.BlockDeviceAttachmentPhaseAttached),
+		attachment("unplugging", d.Name, v1alpha2.BlockDeviceAttachmentPhaseTerminating),
+		attachment("waiting", d.Name, v1alpha2.BlockDeviceAttachmentPhasePending),
+		attachment("failed", d.Name, v1alpha2.BlockDeviceAttachmentPhaseFailed),
+		attachment("other-disk", "other", v1alpha2.BlockDeviceAttachmentPhaseAttached),
+	}
+	got := Consumers(d, ClaimName(d), pods, attachments)
+	want := []string{"VirtualMachine vm1", "VirtualMachineBlockDeviceAttachment plugged", "VirtualMachineBlockDeviceAttachment unplugging", "Pod virt-launcher-a"}
+	if !slices.Equal(got, want) {
 		t.Errorf("Consumers = %q, want %q", got, want)
 	}
 }

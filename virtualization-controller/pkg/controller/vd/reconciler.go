@@ -168,14 +168,19 @@ func (r *Reconciler) claim(ctx context.Context, vd *v1alpha2.VirtualDisk) (*core
 	return pvc, nil
 }
 
-// users are what uses the disk: the virtual machines in its status and the running Pods of its
-// namespace (a virtual machine's launcher Pod) that mount its claim.
+// users are what uses the disk: the virtual machines in its status, the running Pods of its
+// namespace (a virtual machine's launcher Pod, a hotplug attachment Pod) that mount its claim,
+// and the attachments that plug it in.
 func (r *Reconciler) users(ctx context.Context, vd *v1alpha2.VirtualDisk) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.apiReader.List(ctx, &pods, client.InNamespace(vd.Namespace)); err != nil {
 		return nil, fmt.Errorf("list pods using the disk: %w", err)
 	}
-	return Consumers(vd, ClaimName(vd), pods.Items), nil
+	var attachments v1alpha2.VirtualMachineBlockDeviceAttachmentList
+	if err := r.client.List(ctx, &attachments, client.InNamespace(vd.Namespace)); err != nil {
+		return nil, fmt.Errorf("list attachments of the disk: %w", err)
+	}
+	return Consumers(vd, ClaimName(vd), pods.Items, attachments.Items), nil
 }
 
 // deps gathers what vd's plan depends on.

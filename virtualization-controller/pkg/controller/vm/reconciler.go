@@ -28,6 +28,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
 	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
+	"github.com/d8virt/virtualization-controller/pkg/kubeget"
 )
 
 // EventSource is the controller's name in the events it records.
@@ -66,6 +67,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha2.ClusterVirtualImage{}, r.usersOf(KindClusterVirtualImage)).
 		Watches(&v1alpha3.VirtualMachineClass{}, r.usersOf("")).
 		Watches(&v1alpha2.VirtualMachineIPAddress{}, r.usersOf("VirtualMachineIPAddress")).
+		Watches(&v1alpha2.VirtualMachineBlockDeviceAttachment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			a := o.(*v1alpha2.VirtualMachineBlockDeviceAttachment)
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.VirtualMachineName}}}
+		})).
 		Named("virtualmachine").
 		Complete(r)
 }
@@ -110,11 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, vm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	internal, err := getOptional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachine{})
+	internal, err := kubeget.Optional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachine{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	vmi, err := getOptional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachineInstance{})
+	vmi, err := kubeget.Optional(ctx, r.client, req.NamespacedName, &kubevirtv1.VirtualMachineInstance{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -153,17 +158,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, r.writeStatus(ctx, in)
 }
 
-func getOptional[T client.Object](ctx context.Context, c client.Reader, key types.NamespacedName, obj T) (T, error) {
-	var zero T
-	if err := c.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return zero, nil
-		}
-		return zero, fmt.Errorf("get %T %s: %w", obj, key, err)
-	}
-	return obj, nil
-}
-
 // inputs reads what the VM depends on: its class (the default one when it names none, written
 // into its spec), block devices, cloud-init Secret and IP address.
 func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, internal *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*StatusInputs, error) {
@@ -177,6 +171,15 @@ func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, in
 			return nil, err
 		}
 		in.Devices = append(in.Devices, d)
+	}
+	var attachments v1alpha2.VirtualMachineBlockDeviceAttachmentList
+	if err := r.client.List(ctx, &attachments, client.InNamespace(vm.Namespace)); err != nil {
+		return nil, fmt.Errorf("list VirtualMachineBlockDeviceAttachments: %w", err)
+	}
+	for _, a := range attachments.Items {
+		if a.Spec.VirtualMachineName == vm.Name {
+			in.Attachments = append(in.Attachments, a)
+		}
 	}
 	problem, err := r.provisioningProblem(ctx, vm)
 	if err != nil {
@@ -214,7 +217,7 @@ func (r *Reconciler) readClass(ctx context.Context, in *StatusInputs) error {
 			return fmt.Errorf("set spec.virtualMachineClassName to the default class %s: %w", name, err)
 		}
 	}
-	class, err := getOptional(ctx, r.client, types.NamespacedName{Name: vm.Spec.VirtualMachineClassName}, &v1alpha3.VirtualMachineClass{})
+	class, err := kubeget.Optional(ctx, r.client, types.NamespacedName{Name: vm.Spec.VirtualMachineClassName}, &v1alpha3.VirtualMachineClass{})
 	switch {
 	case err != nil:
 		return err
@@ -250,13 +253,13 @@ func (r *Reconciler) device(ctx context.Context, ns string, ref v1alpha2.BlockDe
 	key := types.NamespacedName{Namespace: ns, Name: ref.Name}
 	switch ref.Kind {
 	case KindVirtualDisk:
-		vd, err := getOptional(ctx, r.client, key, &v1alpha2.VirtualDisk{})
+		vd, err := kubeget.Optional(ctx, r.client, key, &v1alpha2.VirtualDisk{})
 		return DiskDevice(ref, vd), err
 	case KindVirtualImage:
-		vi, err := getOptional(ctx, r.client, key, &v1alpha2.VirtualImage{})
+		vi, err := kubeget.Optional(ctx, r.client, key, &v1alpha2.VirtualImage{})
 		return VirtualImageDevice(ref, vi), err
 	case KindClusterVirtualImage:
-		cvi, err := getOptional(ctx, r.client, types.NamespacedName{Name: ref.Name}, &v1alpha2.ClusterVirtualImage{})
+		cvi, err := kubeget.Optional(ctx, r.client, types.NamespacedName{Name: ref.Name}, &v1alpha2.ClusterVirtualImage{})
 		return ClusterVirtualImageDevice(ref, cvi), err
 	}
 	return Device{Ref: ref, Reason: fmt.Sprintf("spec.blockDeviceRefs kind %q is not supported", ref.Kind)}, nil
@@ -269,7 +272,7 @@ func (r *Reconciler) provisioningProblem(ctx context.Context, vm *v1alpha2.Virtu
 	if p == nil || p.Type != v1alpha2.ProvisioningTypeUserDataRef || p.UserDataRef == nil {
 		return "", nil
 	}
-	s, err := getOptional(ctx, r.apiReader, types.NamespacedName{Namespace: vm.Namespace, Name: p.UserDataRef.Name}, &corev1.Secret{})
+	s, err := kubeget.Optional(ctx, r.apiReader, types.NamespacedName{Namespace: vm.Namespace, Name: p.UserDataRef.Name}, &corev1.Secret{})
 	if err != nil {
 		return "", err
 	}
@@ -292,7 +295,7 @@ func SecretProblem(name string, s *corev1.Secret) string {
 // ipAddress is the VM's VirtualMachineIPAddress: the one its spec names, else the one IPAM
 // creates for it, named after the VM; nil while there is none.
 func (r *Reconciler) ipAddress(ctx context.Context, vm *v1alpha2.VirtualMachine) (*v1alpha2.VirtualMachineIPAddress, error) {
-	return getOptional(ctx, r.client, types.NamespacedName{Namespace: vm.Namespace, Name: IPAddressName(vm)}, &v1alpha2.VirtualMachineIPAddress{})
+	return kubeget.Optional(ctx, r.client, types.NamespacedName{Namespace: vm.Namespace, Name: IPAddressName(vm)}, &v1alpha2.VirtualMachineIPAddress{})
 }
 
 // IPAddressName is the name of the VM's VirtualMachineIPAddress: spec.virtualMachineIPAddressName,

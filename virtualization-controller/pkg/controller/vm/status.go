@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,8 @@ type StatusInputs struct {
 	Class        *v1alpha3.VirtualMachineClass
 	ClassProblem string
 	Devices      []Device
+	// Attachments are the VirtualMachineBlockDeviceAttachments that name the VM.
+	Attachments []v1alpha2.VirtualMachineBlockDeviceAttachment
 	// ProvisioningProblem says why the cloud-init configuration cannot be used; empty when it can.
 	ProvisioningProblem string
 	// IPAddress is the VM's VirtualMachineIPAddress, nil when it has none.
@@ -202,9 +205,43 @@ func blockDeviceStatus(in *StatusInputs) []v1alpha2.BlockDeviceStatusRef {
 		}
 	}
 	out := make([]v1alpha2.BlockDeviceStatusRef, 0, len(in.Devices))
+	inSpec := map[string]bool{}
 	for _, d := range in.Devices {
 		name := VolumeName(d.Ref)
+		inSpec[name] = true
 		out = append(out, v1alpha2.BlockDeviceStatusRef{Kind: d.Ref.Kind, Name: d.Ref.Name, Size: d.Size, Target: name, Attached: attached[name]})
+	}
+	return append(out, hotplugged(in, inSpec)...)
+}
+
+// hotplugged are the devices the VM's attachments plugged into its VMI (a volume of the VMI
+// that its spec does not have), attached once the VMI reports the volume Ready.
+func hotplugged(in *StatusInputs, inSpec map[string]bool) []v1alpha2.BlockDeviceStatusRef {
+	vmi := in.VMI
+	if vmi == nil {
+		return nil
+	}
+	status := map[string]kubevirtv1.VolumeStatus{}
+	for _, s := range vmi.Status.VolumeStatus {
+		status[s.Name] = s
+	}
+	var out []v1alpha2.BlockDeviceStatusRef
+	for _, a := range in.Attachments {
+		ref := v1alpha2.BlockDeviceSpecRef{Kind: v1alpha2.BlockDeviceKind(a.Spec.BlockDeviceRef.Kind), Name: a.Spec.BlockDeviceRef.Name}
+		name := VolumeName(ref)
+		if inSpec[name] || !slices.ContainsFunc(vmi.Spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == name }) {
+			continue
+		}
+		s, ok := status[name]
+		dev := v1alpha2.BlockDeviceStatusRef{Kind: ref.Kind, Name: ref.Name, Target: name, Hotplugged: true,
+			Attached: ok && s.Phase == kubevirtv1.VolumeReady, VirtualMachineBlockDeviceAttachmentName: a.Name}
+		if ok && s.PersistentVolumeClaimInfo != nil {
+			if c, ok := s.PersistentVolumeClaimInfo.Capacity[corev1.ResourceStorage]; ok {
+				dev.Size = c.String()
+			}
+		}
+		out = append(out, dev)
+		inSpec[name] = true
 	}
 	return out
 }

@@ -30,6 +30,14 @@ type VirtualMachineListerExpansion interface{}
 // VirtualMachineNamespaceLister.
 type VirtualMachineNamespaceListerExpansion interface{}
 
+// VirtualMachineBlockDeviceAttachmentListerExpansion allows custom methods to be added to
+// VirtualMachineBlockDeviceAttachmentLister.
+type VirtualMachineBlockDeviceAttachmentListerExpansion interface{}
+
+// VirtualMachineBlockDeviceAttachmentNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineBlockDeviceAttachmentNamespaceLister.
+type VirtualMachineBlockDeviceAttachmentNamespaceListerExpansion interface{}
+
 // VirtualMachineClassListerExpansion allows custom methods to be added to
 // VirtualMachineClassLister.
 type VirtualMachineClassListerExpansion interface{}

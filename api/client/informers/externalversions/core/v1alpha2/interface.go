@@ -16,6 +16,8 @@ type Interface interface {
 	VirtualImages() TypedVirtualImageInformer
 	// VirtualMachines returns a VirtualMachineInformer.
 	VirtualMachines() TypedVirtualMachineInformer
+	// VirtualMachineBlockDeviceAttachments returns a VirtualMachineBlockDeviceAttachmentInformer.
+	VirtualMachineBlockDeviceAttachments() TypedVirtualMachineBlockDeviceAttachmentInformer
 	// VirtualMachineClasses returns a VirtualMachineClassInformer.
 	VirtualMachineClasses() TypedVirtualMachineClassInformer
 	// VirtualMachineIPAddresses returns a VirtualMachineIPAddressInformer.
@@ -55,6 +57,11 @@ func (v *version) VirtualImages() TypedVirtualImageInformer {
 // VirtualMachines returns a TypedVirtualMachineInformer.
 func (v *version) VirtualMachines() TypedVirtualMachineInformer {
 	return &virtualMachineInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineBlockDeviceAttachments returns a TypedVirtualMachineBlockDeviceAttachmentInformer.
+func (v *version) VirtualMachineBlockDeviceAttachments() TypedVirtualMachineBlockDeviceAttachmentInformer {
+	return &virtualMachineBlockDeviceAttachmentInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // VirtualMachineClasses returns a TypedVirtualMachineClassInformer.

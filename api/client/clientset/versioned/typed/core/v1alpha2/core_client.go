@@ -16,6 +16,7 @@ type VirtualizationV1alpha2Interface interface {
 	VirtualDisksGetter
 	VirtualImagesGetter
 	VirtualMachinesGetter
+	VirtualMachineBlockDeviceAttachmentsGetter
 	VirtualMachineClassesGetter
 	VirtualMachineIPAddressesGetter
 	VirtualMachineIPAddressLeasesGetter
@@ -41,6 +42,10 @@ func (c *VirtualizationV1alpha2Client) VirtualImages(namespace string) VirtualIm
 
 func (c *VirtualizationV1alpha2Client) VirtualMachines(namespace string) VirtualMachineInterface {
 	return newVirtualMachines(c, namespace)
+}
+
+func (c *VirtualizationV1alpha2Client) VirtualMachineBlockDeviceAttachments(namespace string) VirtualMachineBlockDeviceAttachmentInterface {
+	return newVirtualMachineBlockDeviceAttachments(c, namespace)
 }
 
 func (c *VirtualizationV1alpha2Client) VirtualMachineClasses() VirtualMachineClassInterface {

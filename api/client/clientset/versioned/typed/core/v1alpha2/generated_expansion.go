@@ -10,6 +10,8 @@ type VirtualImageExpansion interface{}
 
 type VirtualMachineExpansion interface{}
 
+type VirtualMachineBlockDeviceAttachmentExpansion interface{}
+
 type VirtualMachineClassExpansion interface{}
 
 type VirtualMachineIPAddressExpansion interface{}

@@ -28,6 +28,10 @@ func (c *FakeVirtualizationV1alpha2) VirtualMachines(namespace string) v1alpha2.
 	return newFakeVirtualMachines(c, namespace)
 }
 
+func (c *FakeVirtualizationV1alpha2) VirtualMachineBlockDeviceAttachments(namespace string) v1alpha2.VirtualMachineBlockDeviceAttachmentInterface {
+	return newFakeVirtualMachineBlockDeviceAttachments(c, namespace)
+}
+
 func (c *FakeVirtualizationV1alpha2) VirtualMachineClasses() v1alpha2.VirtualMachineClassInterface {
 	return newFakeVirtualMachineClasses(c)
 }

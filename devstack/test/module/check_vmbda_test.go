@@ -1,0 +1,226 @@
+package module
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/testenv"
+)
+
+// vmbdaManifest: a disk to plug in, made from the ClusterVirtualImage %[2]s (a blank disk cannot
+// be used yet: the core's launcher sizes a new image from the claim's request, which the disk
+// controller makes larger than the file system has room for), and the attachment that plugs it
+// into the VM %[1]s.
+const vmbdaManifest = `apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualDisk
+metadata:
+  name: module-e2e-hotplug
+  namespace: default
+spec:
+  persistentVolumeClaim:
+    size: 64Mi
+  dataSource:
+    type: ObjectRef
+    objectRef: {kind: ClusterVirtualImage, name: %[2]s}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: VirtualDisk, name: module-e2e-hotplug}
+`
+
+// vmbdaRefusals: the same disk again (an older attachment has it), the VM's own root disk (in
+// its spec), and a VM and a disk that do not exist.
+const vmbdaRefusals = `apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-again
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: VirtualDisk, name: module-e2e-hotplug}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-root
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: VirtualDisk, name: %[2]s}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-absent
+  namespace: default
+spec:
+  virtualMachineName: module-e2e-absent
+  blockDeviceRef: {kind: VirtualDisk, name: module-e2e-absent}
+`
+
+// checkVirtualMachineBlockDeviceAttachment hot-plugs a VirtualDisk made from the ClusterVirtualImage
+// root into the running friendly VM vm (whose spec has the disk root, made from that image) through a VirtualMachineBlockDeviceAttachment,
+// all through the chart's controller, virtualization-api and the core: the attachment becomes
+// Attached, the VM reports the disk as hotplugged, the guest sees a SCSI disk of the image's size (up to its claim's)
+// and writes to it; the error cases fail or wait with the
+// reference's reasons; the spec is immutable; deleting the attachment unplugs the disk (the guest
+// no longer sees it) and a new attachment brings it back with the data; a deleted disk stays
+// while attached and goes once the attachment does.
+//
+// checkVirtualMachine names the disk and its image alike (module-e2e-root): root is both.
+func checkVirtualMachineBlockDeviceAttachment(t *testing.T, ctx context.Context, st *stack, vm, root string) {
+	t.Helper()
+	t.Log("a VirtualMachineBlockDeviceAttachment hot-plugs a VirtualDisk into the running VM")
+	kc := st.s.KubeconfigPath()
+	dir := t.TempDir()
+	write := func(name, format string, args ...any) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(fmt.Sprintf(format, args...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	main := write("vmbda.yaml", vmbdaManifest, vm, root)
+	refusals := write("refusals.yaml", vmbdaRefusals, vm, root)
+	defer st.kubectl(t, kc, "delete", "-f", main, "--ignore-not-found", "--timeout=2m")
+	defer st.kubectl(t, kc, "delete", "-f", refusals, "--ignore-not-found", "--timeout=2m")
+	get := func(obj, jsonpath string) string {
+		return st.kubectl(t, kc, "-n", "default", "get", obj, "-o", "jsonpath="+jsonpath)
+	}
+	wait := func(obj, cond string, timeout time.Duration) {
+		t.Helper()
+		st.kubectl(t, kc, "-n", "default", "wait", obj, "--for="+cond, "--timeout="+timeout.String())
+	}
+	start := time.Now()
+	st.kubectl(t, kc, "apply", "-f", main)
+	wait("vmbda/module-e2e-hotplug", "jsonpath={.status.phase}=Attached", 3*time.Minute)
+	t.Logf("attached in %s", time.Since(start).Round(100*time.Millisecond))
+	if got := get("vmbda/module-e2e-hotplug", "{.status.conditions[?(@.type=='Attached')].reason}"); got != "Attached" {
+		t.Errorf("Attached reason %q", got)
+	}
+	hp := "{.status.blockDeviceRefs[?(@.name=='module-e2e-hotplug')]"
+	wait("vm/"+vm, "jsonpath="+hp+".attached}=true", time.Minute)
+	for path, want := range map[string]string{
+		hp + ".hotplugged}": "true", hp + ".attached}": "true", hp + ".virtualMachineBlockDeviceAttachmentName}": "module-e2e-hotplug",
+	} {
+		if got := get("vm/"+vm, path); got != want {
+			t.Errorf("VM %s = %q, want %q", path, got, want)
+		}
+	}
+	out := st.kubectl(t, kc, "-n", "default", "get", "vmbda", "module-e2e-hotplug")
+	for _, col := range []string{"PHASE", "VIRTUAL MACHINE NAME", "AGE", "Attached", vm} {
+		if !strings.Contains(out, col) {
+			t.Errorf("kubectl get vmbda has no %q:\n%s", col, out)
+		}
+	}
+
+	con := openConsole(t, ctx, st.kubevirt, vm)
+	defer func() { _ = con.Close() }()
+	dev := waitGuestDisk(t, con, true)
+	// The importer wrote the image (its unpacked size) onto the claim: the guest sees at least the
+	// image and at most the claim's request.
+	claim := get("vd/module-e2e-hotplug", "{.status.target.persistentVolumeClaimName}")
+	request := resource.MustParse(get("pvc/"+claim, "{.spec.resources.requests.storage}"))
+	image, err := resource.ParseQuantity(st.kubectl(t, kc, "get", "cvi/"+root, "-o", "jsonpath={.status.size.unpackedBytes}"))
+	if err != nil {
+		t.Errorf("the image's unpackedBytes: %v", err)
+	}
+	sectors, err := strconv.ParseInt(guestValue(t, con, "size", `echo "size=[$(cat /sys/block/`+dev+`/size)]"`), 10, 64)
+	if err != nil || sectors*512 < image.Value() || sectors*512 > request.Value() {
+		t.Errorf("the guest's %s has %d sectors (%v), want the image's %s to the claim's request %s", dev, sectors, err, image.String(), request.String())
+	}
+	t.Logf("the guest sees %s with %d MiB (the image %s, the claim requests %s)", dev, sectors*512>>20, image.String(), request.String())
+	guestValue(t, con, "written", `echo module-e2e-hotplug-data | dd of=/dev/`+dev+` bs=512 count=1 conv=sync 2>/dev/null && sync && echo "written=[$(echo ok)]"`)
+
+	t.Log("the error cases, and the spec is immutable")
+	st.kubectl(t, kc, "apply", "-f", refusals)
+	wait("vmbda/module-e2e-hotplug-again", "jsonpath={.status.conditions[?(@.type=='Attached')].reason}=Conflict", time.Minute)
+	wait("vmbda/module-e2e-hotplug-root", "jsonpath={.status.conditions[?(@.type=='Attached')].reason}=Conflict", time.Minute)
+	wait("vmbda/module-e2e-hotplug-absent", "jsonpath={.status.phase}=Pending", time.Minute)
+	for obj, want := range map[string]string{
+		"vmbda/module-e2e-hotplug-again":  "Failed VirtualDisk module-e2e-hotplug is already attached to VirtualMachine " + vm + " by VirtualMachineBlockDeviceAttachment module-e2e-hotplug",
+		"vmbda/module-e2e-hotplug-root":   "Failed VirtualDisk " + root + " is already attached to VirtualMachine " + vm + " (its spec.blockDeviceRefs)",
+		"vmbda/module-e2e-hotplug-absent": "Pending VirtualMachineNotReady VirtualMachine module-e2e-absent not found BlockDeviceNotReady VirtualDisk module-e2e-absent not found",
+	} {
+		got := get(obj, "{.status.phase} {.status.conditions[?(@.type=='Attached')].message}")
+		if strings.HasSuffix(obj, "absent") {
+			got = get(obj, "{.status.phase} {.status.conditions[?(@.type=='VirtualMachineReady')].reason} {.status.conditions[?(@.type=='VirtualMachineReady')].message} {.status.conditions[?(@.type=='BlockDeviceReady')].reason} {.status.conditions[?(@.type=='BlockDeviceReady')].message}")
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", obj, got, want)
+		}
+	}
+	if out := st.kubectl(t, kc, "get", "events", "-n", "default", "--field-selector", "involvedObject.name=module-e2e-hotplug-root", "-o", "jsonpath={.items[*].type} {.items[*].reason}"); !strings.Contains(out, "Warning") || !strings.Contains(out, "Conflict") {
+		t.Errorf("events of the conflicting attachment: %q", out)
+	}
+	if out, err := testenv.KubectlInput(t, kc, "", "-n", "default", "patch", "vmbda/module-e2e-hotplug", "--type=merge", "-p", `{"spec":{"virtualMachineName":"other"}}`); err == nil || !strings.Contains(out, "spec.virtualMachineName is immutable") {
+		t.Errorf("a patch of spec.virtualMachineName: %v %s", err, out)
+	}
+	st.kubectl(t, kc, "delete", "-f", refusals, "--timeout=1m")
+
+	t.Log("deleting the attachment unplugs the disk; a new one brings it back with its data")
+	start = time.Now()
+	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug", "--timeout=2m")
+	waitGuestDisk(t, con, false)
+	t.Logf("detached in %s", time.Since(start).Round(100*time.Millisecond))
+	for deadline := time.Now().Add(time.Minute); get("vm/"+vm, hp+".name}") != ""; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Errorf("the VM still reports the unplugged disk: %s", get("vm/"+vm, "{.status.blockDeviceRefs}"))
+			break
+		}
+	}
+	st.kubectl(t, kc, "apply", "-f", main)
+	wait("vmbda/module-e2e-hotplug", "jsonpath={.status.phase}=Attached", 3*time.Minute)
+	dev = waitGuestDisk(t, con, true)
+	if got := guestValue(t, con, "sector", `echo "sector=[$(dd if=/dev/`+dev+` bs=512 count=1 2>/dev/null | tr -cd 'a-z0-9-')]"`); got != "module-e2e-hotplug-data" {
+		t.Errorf("the re-attached disk's first sector: %q", got)
+	}
+
+	t.Log("the disk is kept while attached, and goes once the attachment does")
+	st.kubectl(t, kc, "-n", "default", "delete", "vd/module-e2e-hotplug", "--wait=false")
+	wait("vd/module-e2e-hotplug", "jsonpath={.status.phase}=Terminating", time.Minute)
+	if got := get("vd/module-e2e-hotplug", "{.status.conditions[?(@.type=='InUse')].message}"); !strings.Contains(got, "VirtualMachineBlockDeviceAttachment module-e2e-hotplug") {
+		t.Errorf("InUse of the deleted disk: %q", got)
+	}
+	if got := get("vmbda/module-e2e-hotplug", "{.status.phase}"); got != "Attached" {
+		t.Errorf("the attachment of a deleted disk in use: %s", got)
+	}
+	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug", "--timeout=2m")
+	waitGuestDisk(t, con, false)
+	wait("vd/module-e2e-hotplug", "delete", 2*time.Minute)
+}
+
+// waitGuestDisk waits until the guest sees a SCSI disk (present) or none, and returns its name.
+func waitGuestDisk(t *testing.T, con *guesttest.Console, present bool) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		dev := guestValue(t, con, "dev", `echo "dev=[$(cd /sys/block && ls -d sd* 2>/dev/null | head -n1)]"`)
+		if (dev != "") == present {
+			return dev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest's SCSI disks: %q, want present=%v\nconsole:\n%s", dev, present, con)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func guestValue(t *testing.T, con *guesttest.Console, name, script string) string {
+	t.Helper()
+	return con.Value(t, name, script, 30*time.Second)
+}

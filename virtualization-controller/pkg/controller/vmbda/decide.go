@@ -1,0 +1,266 @@
+package vmbda
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmbdacondition"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+)
+
+// Finalizer keeps an attachment until its disk is unplugged from the guest.
+const Finalizer = "virtualization.deckhouse.io/vmbda-cleanup"
+
+// Inputs are what a decision is made from, read afresh each reconcile.
+type Inputs struct {
+	VMBDA *v1alpha2.VirtualMachineBlockDeviceAttachment
+	// VM is the friendly VirtualMachine, nil when not found.
+	VM *v1alpha2.VirtualMachine
+	// VMI is the internal VMI of the VM, nil when there is none.
+	VMI *kubevirtv1.VirtualMachineInstance
+	// Disk is the VirtualDisk of a VirtualDisk ref, nil when not found.
+	Disk *v1alpha2.VirtualDisk
+	// SpecUsers are the VirtualMachines of the namespace whose spec.blockDeviceRefs name the disk.
+	SpecUsers []string
+	// Others are the namespace's other attachments of the same device.
+	Others []v1alpha2.VirtualMachineBlockDeviceAttachment
+	Now    metav1.Time
+}
+
+// Action is what the reconciler does besides writing the status.
+type Action int
+
+// The actions.
+const (
+	ActionNone Action = iota
+	ActionAddFinalizer
+	// ActionAttach calls addvolume with Decision.Add.
+	ActionAttach
+	// ActionDetach calls removevolume for Decision.Volume.
+	ActionDetach
+	ActionRemoveFinalizer
+)
+
+func (a Action) String() string {
+	return [...]string{"None", "AddFinalizer", "Attach", "Detach", "RemoveFinalizer"}[a]
+}
+
+// Decision is the next step and the status to write.
+type Decision struct {
+	Action Action
+	// Volume is the name of the attachment's volume in the VMI.
+	Volume string
+	// Add is the addvolume body of ActionAttach.
+	Add *kubevirtv1.AddVolumeOptions
+	// Status is written unless the attachment is gone (ActionRemoveFinalizer).
+	Status v1alpha2.VirtualMachineBlockDeviceAttachmentStatus
+}
+
+// VolumeName is the attachment's volume in the VMI: the name the VM controller gives the same
+// device in a spec, so the VM reports it and a device in both is a conflict.
+func VolumeName(ref v1alpha2.VMBDAObjectRef) string {
+	return vm.VolumeName(v1alpha2.BlockDeviceSpecRef{Kind: v1alpha2.BlockDeviceKind(ref.Kind), Name: ref.Name})
+}
+
+// Decide is the next step for an attachment. It is pure.
+func Decide(in Inputs) Decision {
+	a := in.VMBDA
+	volume := VolumeName(a.Spec.BlockDeviceRef)
+	d := Decision{Volume: volume, Status: v1alpha2.VirtualMachineBlockDeviceAttachmentStatus{
+		Phase: a.Status.Phase, VirtualMachineName: a.Spec.VirtualMachineName,
+		Conditions: append([]metav1.Condition(nil), a.Status.Conditions...), ObservedGeneration: a.Generation,
+	}}
+	set := func(t vmbdacondition.Type, ok bool, reason, msg string) {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&d.Status.Conditions, metav1.Condition{Type: string(t), Status: status, Reason: reason,
+			Message: msg, ObservedGeneration: a.Generation, LastTransitionTime: in.Now})
+	}
+	hp := hotplugOf(in.VMI, volume)
+	if a.DeletionTimestamp != nil {
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseTerminating
+		switch {
+		case !hasFinalizer(a):
+		case hp.inSpec && hp.running:
+			d.Action = ActionDetach
+			set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), "the disk is being unplugged from the guest")
+		case hp.status != nil && hp.running:
+			// Unplugged from the spec; the guest still releases it.
+			set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached),
+				fmt.Sprintf("the disk is being unplugged from the guest (volume phase %s)", hp.status.Phase))
+		default:
+			d.Action = ActionRemoveFinalizer
+		}
+		return d
+	}
+	if !hasFinalizer(a) {
+		d.Action = ActionAddFinalizer
+		return d
+	}
+	diskOK, diskMsg, claim := diskReady(a.Spec.BlockDeviceRef, in.Disk)
+	set(vmbdacondition.TypeBlockDeviceReady, diskOK, reasonBool(diskOK, string(vmbdacondition.ReasonBlockDeviceReady), string(vmbdacondition.ReasonBlockDeviceNotReady)), diskMsg)
+	vmOK, vmMsg := vmReady(a.Spec.VirtualMachineName, in.VM, in.VMI)
+	set(vmbdacondition.TypeVirtualMachineReady, vmOK, reasonBool(vmOK, string(vmbdacondition.ReasonVirtualMachineReady), string(vmbdacondition.ReasonVirtualMachineNotReady)), vmMsg)
+
+	if msg := conflict(a, in.SpecUsers, in.Others); msg != "" {
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonConflict), msg)
+		return d
+	}
+	switch {
+	case a.Spec.BlockDeviceRef.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), diskMsg)
+		return d
+	case !vmOK || (!diskOK && !hp.inSpec):
+		// A disk already plugged in stays so whatever becomes of it (a deleted one is kept
+		// until it is unplugged).
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhasePending
+		msg := vmMsg
+		if !diskOK {
+			msg = diskMsg
+		}
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), msg+"; the disk is plugged in once both are ready")
+		return d
+	case !hp.inSpec:
+		d.Action = ActionAttach
+		d.Add = AddVolumeOptions(volume, a.Spec.BlockDeviceRef.Name, claim)
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonAttachmentRequestSent), "the disk is being plugged into the guest")
+		return d
+	case hp.status != nil && hp.status.Phase == kubevirtv1.VolumeReady:
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseAttached
+		set(vmbdacondition.TypeAttached, true, string(vmbdacondition.ReasonAttached),
+			fmt.Sprintf("VirtualDisk %s is plugged into VirtualMachine %s as %s", a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, hp.status.Target))
+		return d
+	}
+	d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
+	msg := "the disk is being plugged into the guest"
+	reason := vmbdacondition.ReasonAttachmentRequestSent
+	if s := hp.status; s != nil {
+		msg = fmt.Sprintf("%s (volume phase %s)", msg, s.Phase)
+		if s.Message != "" {
+			// The core's report of a failed attempt (FailedHotplugSync): it tries again.
+			msg, reason = s.Message, vmbdacondition.ReasonNotAttached
+		}
+	}
+	set(vmbdacondition.TypeAttached, false, string(reason), msg)
+	return d
+}
+
+// AddVolumeOptions is the addvolume body for a disk: its claim as a hot-pluggable volume on the
+// SCSI bus (KubeVirt's default for hotplug), the disk's name as the serial the guest sees.
+func AddVolumeOptions(volume, disk, claim string) *kubevirtv1.AddVolumeOptions {
+	return &kubevirtv1.AddVolumeOptions{
+		Name: volume,
+		Disk: &kubevirtv1.Disk{Name: volume, Serial: disk,
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+			Hotpluggable:                      true,
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}},
+	}
+}
+
+// hotplug is the attachment's volume as the VMI shows it.
+type hotplug struct {
+	running bool
+	inSpec  bool
+	status  *kubevirtv1.VolumeStatus
+}
+
+func hotplugOf(vmi *kubevirtv1.VirtualMachineInstance, volume string) hotplug {
+	var h hotplug
+	if vmi == nil {
+		return h
+	}
+	h.running = vmi.Status.Phase == kubevirtv1.Running && vmi.DeletionTimestamp == nil
+	for _, v := range vmi.Spec.Volumes {
+		h.inSpec = h.inSpec || v.Name == volume
+	}
+	for i := range vmi.Status.VolumeStatus {
+		if vmi.Status.VolumeStatus[i].Name == volume {
+			h.status = &vmi.Status.VolumeStatus[i]
+		}
+	}
+	return h
+}
+
+// diskReady says whether the disk can be plugged in, as the VM controller judges a disk of a
+// spec (Ready, or WaitForFirstConsumer: the attachment Pod is the first consumer), and its claim.
+func diskReady(ref v1alpha2.VMBDAObjectRef, disk *v1alpha2.VirtualDisk) (bool, string, string) {
+	switch {
+	case ref.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
+		return false, fmt.Sprintf("spec.blockDeviceRef.kind %s cannot be hot-plugged yet: only a VirtualDisk can", ref.Kind), ""
+	case disk != nil && disk.DeletionTimestamp != nil:
+		return false, fmt.Sprintf("VirtualDisk %s is being deleted", ref.Name), ""
+	}
+	d := vm.DiskDevice(v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualDisk, Name: ref.Name}, disk)
+	if !d.Ready {
+		return false, d.Reason, ""
+	}
+	return true, fmt.Sprintf("VirtualDisk %s is ready", ref.Name), d.ClaimName
+}
+
+func vmReady(name string, machine *v1alpha2.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, string) {
+	switch {
+	case machine == nil:
+		return false, fmt.Sprintf("VirtualMachine %s not found", name)
+	case machine.DeletionTimestamp != nil:
+		return false, fmt.Sprintf("VirtualMachine %s is being deleted", name)
+	case machine.Status.Phase != v1alpha2.MachineRunning || vmi == nil || vmi.Status.Phase != kubevirtv1.Running:
+		phase := string(machine.Status.Phase)
+		if phase == "" {
+			phase = "none yet"
+		}
+		return false, fmt.Sprintf("VirtualMachine %s is not running (phase %s)", name, phase)
+	}
+	return true, fmt.Sprintf("VirtualMachine %s is running", name)
+}
+
+// conflict says why the attachment cannot plug its disk in: the disk is in a VM's spec, or an
+// older attachment that has not failed plugs it in (only the first one is processed, as the
+// reference's).
+func conflict(a *v1alpha2.VirtualMachineBlockDeviceAttachment, specUsers []string, others []v1alpha2.VirtualMachineBlockDeviceAttachment) string {
+	ref := a.Spec.BlockDeviceRef
+	if len(specUsers) > 0 {
+		return fmt.Sprintf("%s %s is already attached to VirtualMachine %s (its spec.blockDeviceRefs)", ref.Kind, ref.Name, specUsers[0])
+	}
+	for i := range others {
+		o := &others[i]
+		if o.UID == a.UID || o.Spec.BlockDeviceRef != ref || o.DeletionTimestamp != nil ||
+			o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseFailed || !older(o, a) {
+			continue
+		}
+		return fmt.Sprintf("%s %s is already attached to VirtualMachine %s by VirtualMachineBlockDeviceAttachment %s",
+			ref.Kind, ref.Name, o.Spec.VirtualMachineName, o.Name)
+	}
+	return ""
+}
+
+// older: o was created before a (the name breaks a tie).
+func older(o, a *v1alpha2.VirtualMachineBlockDeviceAttachment) bool {
+	if !o.CreationTimestamp.Equal(&a.CreationTimestamp) {
+		return o.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	return o.Name < a.Name
+}
+
+func hasFinalizer(a *v1alpha2.VirtualMachineBlockDeviceAttachment) bool {
+	return slices.Contains(a.Finalizers, Finalizer)
+}
+
+func reasonBool(ok bool, yes, no string) string {
+	if ok {
+		return yes
+	}
+	return no
+}

@@ -1,0 +1,211 @@
+package vmbda
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmbdacondition"
+)
+
+var (
+	t0  = metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	now = metav1.NewTime(t0.Add(time.Minute))
+)
+
+func attachment(name, disk string, mods ...func(*v1alpha2.VirtualMachineBlockDeviceAttachment)) *v1alpha2.VirtualMachineBlockDeviceAttachment {
+	a := &v1alpha2.VirtualMachineBlockDeviceAttachment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), Generation: 1, CreationTimestamp: t0, Finalizers: []string{Finalizer}},
+		Spec: v1alpha2.VirtualMachineBlockDeviceAttachmentSpec{VirtualMachineName: "vm",
+			BlockDeviceRef: v1alpha2.VMBDAObjectRef{Kind: v1alpha2.VMBDAObjectRefKindVirtualDisk, Name: disk}},
+	}
+	for _, m := range mods {
+		m(a)
+	}
+	return a
+}
+
+func deleting(a *v1alpha2.VirtualMachineBlockDeviceAttachment) { a.DeletionTimestamp = &now }
+
+func runningVM() *v1alpha2.VirtualMachine {
+	return &v1alpha2.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}, Status: v1alpha2.VirtualMachineStatus{Phase: v1alpha2.MachineRunning}}
+}
+
+func readyDisk(name string) *v1alpha2.VirtualDisk {
+	d := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	d.Status.Phase = v1alpha2.DiskReady
+	d.Status.Target.PersistentVolumeClaimName = "vd-" + name + "-claim"
+	return d
+}
+
+// vmi is a running VMI; with a volume status phase, it has the volume vd-<disk> in its spec.
+func vmi(disk string, phase kubevirtv1.VolumePhase, message string) *kubevirtv1.VirtualMachineInstance {
+	v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}}
+	v.Status.Phase = kubevirtv1.Running
+	if phase != "" {
+		v.Spec.Volumes = []kubevirtv1.Volume{{Name: "vd-" + disk}}
+		v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-" + disk, Phase: phase, Message: message, Target: "sda"}}
+	}
+	return v
+}
+
+func TestDecide(t *testing.T) {
+	older := attachment("first", "data", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+		a.Spec.VirtualMachineName = "other-vm"
+		a.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseAttached
+	})
+	olderFailed := older.DeepCopy()
+	olderFailed.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
+	stopped := runningVM()
+	stopped.Status.Phase = v1alpha2.MachineStopped
+	wffc := readyDisk("data")
+	wffc.Status.Phase = v1alpha2.DiskWaitForFirstConsumer
+	notReady := readyDisk("data")
+	notReady.Status.Phase = v1alpha2.DiskProvisioning
+	cases := []struct {
+		name   string
+		in     Inputs
+		action Action
+		phase  v1alpha2.BlockDeviceAttachmentPhase
+		// reason and message of the condition cond (Attached when empty).
+		cond    vmbdacondition.Type
+		reason  string
+		message string
+	}{
+		{name: "a new attachment gets the finalizer first",
+			in:     Inputs{VMBDA: attachment("a", "data", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) { a.Finalizers = nil }), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data")},
+			action: ActionAddFinalizer},
+		{name: "a running VM and a ready disk: addvolume",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data")},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "a disk waiting for its first consumer: addvolume (the attachment Pod is its consumer)",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: wffc},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "the VMI has the volume, not ready yet",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.HotplugVolumeAttachedToNode, ""), Disk: readyDisk("data")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent", message: "volume phase AttachedToNode"},
+		{name: "the core reports a failed hot-plug",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.HotplugVolumeMounted, "Failed to attach hotplugged volume vd-data to VM: boom"), Disk: readyDisk("data")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "NotAttached", message: "boom"},
+		{name: "the volume is ready: Attached",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseAttached, reason: "Attached", message: "as sda"},
+		{name: "the VM is not found",
+			in:     Inputs{VMBDA: attachment("a", "data"), Disk: readyDisk("data")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeVirtualMachineReady, reason: "VirtualMachineNotReady", message: "VirtualMachine vm not found"},
+		{name: "the VM does not run",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: stopped, Disk: readyDisk("data")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeVirtualMachineReady, reason: "VirtualMachineNotReady", message: "VirtualMachine vm is not running (phase Stopped)"},
+		{name: "the disk is not found",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", "")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "VirtualDisk data not found"},
+		{name: "the disk is not ready",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: notReady},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, reason: "NotAttached", message: `VirtualDisk data is not ready (phase "Provisioning"); the disk is plugged in once both are ready`},
+		{name: "a plugged-in disk being deleted stays Attached (it is kept until unplugged)",
+			in: Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: func() *v1alpha2.VirtualDisk {
+				d := readyDisk("data")
+				d.DeletionTimestamp = &now
+				return d
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseAttached, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "VirtualDisk data is being deleted"},
+		{name: "the disk is in a VM's spec",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data"), SpecUsers: []string{"vm"}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict", message: "VirtualDisk data is already attached to VirtualMachine vm (its spec.blockDeviceRefs)"},
+		{name: "an older attachment plugs the disk in",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data"), Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*older}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict", message: "VirtualDisk data is already attached to VirtualMachine other-vm by VirtualMachineBlockDeviceAttachment first"},
+		{name: "a failed older attachment is no conflict",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data"), Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*olderFailed}},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "the older attachment wins over a newer one",
+			in: Inputs{VMBDA: older, VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data"),
+				Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*attachment("a", "data"), *older}},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "an image cannot be hot-plugged yet",
+			in: Inputs{VMBDA: attachment("a", "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+				a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindClusterVirtualImage
+			}), VM: runningVM(), VMI: vmi("img", "", "")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "spec.blockDeviceRef.kind ClusterVirtualImage cannot be hot-plugged yet"},
+		{name: "deleted while plugged in: removevolume",
+			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data")},
+			action: ActionDetach, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating, reason: "NotAttached", message: "being unplugged"},
+		{name: "deleted, the guest still releases the disk",
+			in: Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), Disk: readyDisk("data"), VMI: func() *kubevirtv1.VirtualMachineInstance {
+				v := vmi("data", kubevirtv1.HotplugVolumeDetaching, "")
+				v.Spec.Volumes = nil
+				return v
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating, reason: "NotAttached", message: "volume phase Detaching"},
+		{name: "deleted and unplugged: the finalizer goes",
+			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data")},
+			action: ActionRemoveFinalizer, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating},
+		{name: "deleted while the VM does not run: the finalizer goes",
+			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: stopped},
+			action: ActionRemoveFinalizer, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Now = now
+			d := Decide(tc.in)
+			if d.Action != tc.action {
+				t.Errorf("action = %s, want %s", d.Action, tc.action)
+			}
+			if d.Status.Phase != tc.phase {
+				t.Errorf("phase = %q, want %q", d.Status.Phase, tc.phase)
+			}
+			if d.Status.VirtualMachineName != tc.in.VMBDA.Spec.VirtualMachineName || d.Status.ObservedGeneration != 1 {
+				t.Errorf("status names VM %q at generation %d", d.Status.VirtualMachineName, d.Status.ObservedGeneration)
+			}
+			if tc.reason == "" {
+				return
+			}
+			cond := tc.cond
+			if cond == "" {
+				cond = vmbdacondition.TypeAttached
+			}
+			c := meta.FindStatusCondition(d.Status.Conditions, string(cond))
+			if c == nil {
+				t.Fatalf("no condition %s in %+v", cond, d.Status.Conditions)
+			}
+			if c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
+				t.Errorf("%s = %s %q, want %s containing %q", cond, c.Reason, c.Message, tc.reason, tc.message)
+			}
+		})
+	}
+}
+
+func TestAddVolumeOptions(t *testing.T) {
+	opts := AddVolumeOptions("vd-data", "data", "vd-data-claim")
+	pvc := opts.VolumeSource.PersistentVolumeClaim
+	if opts.Name != "vd-data" || opts.Disk.Name != "vd-data" || opts.Disk.Serial != "data" || opts.Disk.Disk.Bus != kubevirtv1.DiskBusSCSI ||
+		pvc == nil || !pvc.Hotpluggable || pvc.ClaimName != "vd-data-claim" {
+		t.Errorf("AddVolumeOptions = %+v", opts)
+	}
+}
+
+func TestPhaseEvent(t *testing.T) {
+	cases := []struct {
+		phase        v1alpha2.BlockDeviceAttachmentPhase
+		reason, kind string
+	}{
+		{v1alpha2.BlockDeviceAttachmentPhaseAttached, "Attached", "Normal"},
+		{v1alpha2.BlockDeviceAttachmentPhaseFailed, "Conflict", "Warning"},
+		{v1alpha2.BlockDeviceAttachmentPhasePending, "NotAttached", "Warning"},
+	}
+	for _, tc := range cases {
+		s := v1alpha2.VirtualMachineBlockDeviceAttachmentStatus{Phase: tc.phase,
+			Conditions: []metav1.Condition{{Type: "Attached", Reason: tc.reason, Message: "why"}}}
+		e := PhaseEvent(s)
+		if e.Type != tc.kind || e.Reason != tc.reason || e.Note != "Phase "+string(tc.phase)+": why" {
+			t.Errorf("PhaseEvent(%s) = %+v", tc.phase, e)
+		}
+	}
+}
