@@ -11,7 +11,7 @@ TOOLS_BIN := $(D8V_CACHE)/tools/bin
 STATICCHECK_VERSION := v0.8.2
 
 # Every Go module of the workspace.
-MODULES := api devstack kube-api-rewriter kubevirt-core virtualization-api virtualization-controller
+MODULES := api devstack kube-api-rewriter kubevirt-core logopts virtualization-api virtualization-controller
 PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 # The development stack (make cluster-up, make run) and the one make test starts: separate ports and
@@ -39,7 +39,7 @@ deps: apt-deps ## Also build the Kubernetes binaries, helm and kube-rbac-proxy i
 .PHONY: build
 build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt headers).
 	mkdir -p bin
-	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api,$(MODULES))))
+	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api logopts,$(MODULES))))
 
 # devcluster runs the service-proxy and the local-provisioner next to the control plane, so they are built together.
 $(DEVCLUSTER): $(shell find devstack -name '*.go' -not -name '*_test.go') devstack/go.mod
