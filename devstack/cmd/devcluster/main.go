@@ -20,6 +20,10 @@
 //	                                 (re)start Debian's Prometheus on the stack, scraping the
 //	                                 module's ServiceMonitors through kube-rbac-proxy as the
 //	                                 account d8v-prometheus/prometheus; prints its URL last
+//	devcluster [flags] module example [-f examples/vm.yaml] [-timeout D]
+//	                                 apply the example (friendly objects; DVCR's CA filled in
+//	                                 for images in DVCR) and wait, printing each change, until
+//	                                 its VMs run
 //	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
 //	                                 wait until the VM runs: Running, and its VMI's launcher
 //	                                 Pod Running and Ready (not fooled by the status a
