@@ -41,10 +41,11 @@ build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt
 	mkdir -p bin
 	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api logopts,$(MODULES))))
 
-# devcluster runs the service-proxy and the local-provisioner next to the control plane, so they are built together.
+# devcluster runs the service-proxy and the local-provisioner next to the control plane, and prometheus-sd next to
+# Prometheus, so they are built together.
 $(DEVCLUSTER): $(shell find devstack -name '*.go' -not -name '*_test.go') devstack/go.mod
 	mkdir -p bin
-	go build -o bin/ ./devstack/cmd/devcluster ./devstack/cmd/local-provisioner ./devstack/cmd/service-proxy
+	go build -o bin/ ./devstack/cmd/devcluster ./devstack/cmd/local-provisioner ./devstack/cmd/service-proxy ./devstack/cmd/prometheus-sd
 
 .PHONY: cluster-up
 cluster-up: deps $(DEVCLUSTER) ## Start the local control plane (idempotent); prints the kubeconfig path last.

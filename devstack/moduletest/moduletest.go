@@ -24,6 +24,7 @@ import (
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/prometheus"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -36,7 +37,7 @@ var binaries = []string{
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent",
+	"./devstack/cmd/node-agent", "./devstack/cmd/" + prometheus.SDDaemon,
 }
 
 // Config says what to start.
