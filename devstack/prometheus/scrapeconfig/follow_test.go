@@ -22,7 +22,9 @@ func TestFollow(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Follow(ctx, kube, []string{"mod"}, dir, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- Follow(ctx, kube, []string{"mod"}, dir, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
