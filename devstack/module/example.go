@@ -219,6 +219,9 @@ func WaitExample(ctx context.Context, o Options, objs []*unstructured.Unstructur
 		}
 		select {
 		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting for the example: %w", ctx.Err())
+			}
 			return fmt.Errorf("the example does not run after %s: %s", timeout, last)
 		case <-time.After(time.Second):
 		}
