@@ -11,7 +11,7 @@ TOOLS_BIN := $(D8V_CACHE)/tools/bin
 STATICCHECK_VERSION := v0.8.2
 
 # Every Go module of the workspace.
-MODULES := api devstack kube-api-rewriter kubevirt-core virtualization-api virtualization-controller
+MODULES := api devstack kube-api-rewriter kubevirt-core logopts virtualization-api virtualization-controller
 PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 # The development stack (make cluster-up, make run) and the one make test starts: separate ports and
@@ -44,12 +44,13 @@ deps: apt-deps ## Also build the Kubernetes binaries, helm and kube-rbac-proxy i
 .PHONY: build
 build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt headers).
 	mkdir -p bin
-	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api,$(MODULES))))
+	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api logopts,$(MODULES))))
 
-# devcluster runs the service-proxy and the local-provisioner next to the control plane, so they are built together.
+# devcluster runs the service-proxy and the local-provisioner next to the control plane, and prometheus-sd next to
+# Prometheus, so they are built together.
 $(DEVCLUSTER): $(shell find devstack -name '*.go' -not -name '*_test.go') devstack/go.mod
 	mkdir -p bin
-	go build -o bin/ ./devstack/cmd/devcluster ./devstack/cmd/local-provisioner ./devstack/cmd/service-proxy
+	go build -o bin/ ./devstack/cmd/devcluster ./devstack/cmd/local-provisioner ./devstack/cmd/service-proxy ./devstack/cmd/prometheus-sd
 
 .PHONY: cluster-up
 cluster-up: deps $(DEVCLUSTER) ## Start the local control plane (idempotent); prints the kubeconfig path last.
@@ -60,36 +61,37 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) down
 
 .PHONY: run
-run: build cluster-up ## Start the local stack with a node, install the module from charts/virtualization (helm), and run the example VM.
+run: build cluster-up ## Start the local stack with a node, install the module from charts/virtualization (helm), and run the example VM (examples/vm.yaml, the friendly API).
 	guest=$$(bash hack/guest/build.sh | tail -1); \
-	$(DEVCLUSTER) image-import tiny-guest "$$guest/disk.qcow2" >/dev/null; \
 	kv=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module up | tail -1); \
 	kc=$$(dirname "$$kv")/admin.kubeconfig; \
-	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
-	echo "Waiting for the example VM to run (it boots under TCG)..."; \
-	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module wait-vm -timeout 5m demo; \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) image-push tiny-guest "$$guest/disk.qcow2" >/dev/null; \
+	echo "Creating the example (examples/vm.yaml): the tiny guest from DVCR as a ClusterVirtualImage, a disk from it, a VM; it boots under TCG..."; \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module example -f examples/vm.yaml; \
 	prom=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) prometheus up | tail -1); \
-	kubectl --kubeconfig "$$kv" get vm,vmi -o wide; \
-	echo; echo "The stack is up: helm release virtualization (charts/virtualization) in namespace d8-virtualization,"; \
-	echo "virt-operator installed virt-api, virt-controller and virt-handler, each Pod under its own ServiceAccount"; \
-	echo "with a kube-api-rewriter sidecar, on the local node node1 (a node agent), which runs the guest under QEMU."; \
-	echo "KubeVirt's names, through a rewriter:"; \
-	echo "  export KUBECONFIG=$$kv"; \
-	echo "  kubectl get vm,vmi,pods -o wide"; \
-	echo "  make console VM=demo        # the serial console (Ctrl+] leaves)"; \
-	echo "  echo '{}' | kubectl replace --raw /apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/demo/stop -f -"; \
-	echo "What the cluster really holds:"; \
-	echo "  kubectl --kubeconfig $$kc get intvirt,pods -A"; \
-	echo "  helm --kubeconfig $$kc -n d8-virtualization status virtualization"; \
-	echo "Prometheus scrapes every component through kube-rbac-proxy: $$prom"; \
-	echo "  curl -s '$$prom/api/v1/query?query=kubevirt_vmi_phase_count'"; \
+	kubectl --kubeconfig "$$kc" get cvi,vd,vmip,vm -A; \
+	echo; echo "The stack is up: helm release virtualization (charts/virtualization) in namespace d8-virtualization on the"; \
+	echo "local node node1 (a node agent). virtualization-controller imported the tiny guest from DVCR into the"; \
+	echo "ClusterVirtualImage tiny-guest, filled the VirtualDisk example-root from it, and runs the VirtualMachine"; \
+	echo "example (class example, address vmip/example) as an internal VM of the core, whose launcher boots it under QEMU."; \
+	echo "  export KUBECONFIG=$$kc"; \
+	echo "  kubectl get vm,vd,cvi,vmip        # or: kubectl get virtualization -A"; \
+	echo "  make console VM=example           # its serial console through virtualization-api (Ctrl+] leaves)"; \
+	echo "  kubectl get --raw /apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/default/virtualmachines/example/console   # who holds it"; \
+	echo "  kubectl patch vm example --type merge -p '{\"spec\":{\"runPolicy\":\"AlwaysOff\"}}'   # stop it"; \
+	echo "What the cluster holds for it, in the core's renamed kinds:"; \
+	echo "  kubectl get intvirt,pods -A"; \
+	echo "  helm -n d8-virtualization status virtualization"; \
+	echo "Prometheus scrapes every component through kube-rbac-proxy, following restarted Pods: $$prom"; \
+	echo "  curl -s '$$prom/api/v1/query?query=d8_virtualization_virtualmachine_status_phase'"; \
 	echo "  make cluster-down   # to stop it all"
 
 .PHONY: console
-console: ## Attach to a VM's serial console on the local stack: make console VM=demo [NS=default].
-	@test -n "$(VM)" || { echo "usage: make console VM=<name> [NS=namespace]" >&2; exit 2; }
+console: ## Attach to a VirtualMachine's serial console through virtualization-api: make console VM=example [NS=default] (CORE=1: a core VMI through subresources.kubevirt.io).
+	@test -n "$(VM)" || { echo "usage: make console VM=<name> [NS=namespace] [CORE=1]" >&2; exit 2; }
 	@go build -o bin/vm-console ./devstack/cmd/vm-console
-	@bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"
+	@if [ -n "$(CORE)" ]; then bin/vm-console -core --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; \
+	else bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/admin.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; fi
 
 .PHONY: chart-sync
 chart-sync: ## Copy the CRDs (renamed and friendly) and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).

@@ -4,12 +4,14 @@ go 1.26.0
 
 require (
 	github.com/d8virt/kubevirt-core v0.0.0
+	github.com/d8virt/logopts v0.0.0
 	github.com/d8virt/virtualization-controller v0.0.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/nftables v0.3.0
-	github.com/miekg/dns v1.1.73
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
+	github.com/miekg/dns v1.1.73
 	github.com/moby/sys/mountinfo v0.7.2
+	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/virtual-kubelet/virtual-kubelet v1.14.1
@@ -22,6 +24,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/streaming v0.37.2
 	kubevirt.io/api v1.6.0
 	libvirt.org/go/libvirt v1.11006.0
 	libvirt.org/go/libvirtxml v1.12008.0
@@ -43,12 +46,10 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/openshift/custom-resource-status v1.1.2 // indirect
-	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5 // indirect
-	k8s.io/streaming v0.37.2 // indirect
 	kubevirt.io/containerized-data-importer-api v1.60.3-0.20241105012228-50fbed985de9 // indirect
 	kubevirt.io/controller-lifecycle-operator-sdk/api v0.0.0-20220329064328-f3cc58c6ed90 // indirect
 )
@@ -112,3 +113,5 @@ replace github.com/d8virt/kube-api-rewriter => ../kube-api-rewriter
 replace github.com/d8virt/api => ../api
 
 replace github.com/d8virt/virtualization-controller => ../virtualization-controller
+
+replace github.com/d8virt/logopts => ../logopts

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/d8virt/api v0.0.0
 	github.com/d8virt/kubevirt-core v0.0.0
+	github.com/d8virt/logopts v0.0.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/prometheus/client_golang v1.24.0
 	github.com/spf13/cobra v1.10.2
@@ -114,3 +115,5 @@ require (
 replace github.com/d8virt/api => ../api
 
 replace github.com/d8virt/kubevirt-core => ../kubevirt-core
+
+replace github.com/d8virt/logopts => ../logopts

@@ -3,6 +3,7 @@ module github.com/d8virt/virtualization-controller
 go 1.26.0
 
 require (
+	github.com/d8virt/logopts v0.0.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-containerregistry v0.22.1
 	github.com/prometheus/client_golang v1.24.0
@@ -87,3 +88,5 @@ require (
 )
 
 replace github.com/d8virt/api => ../api
+
+replace github.com/d8virt/logopts => ../logopts

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/d8virt/devstack/prometheus"
 	"io"
 	"os"
 	"os/exec"
@@ -31,7 +32,7 @@ var binaries = []string{
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent",
+	"./devstack/cmd/node-agent", "./devstack/cmd/" + prometheus.SDDaemon,
 }
 
 // Build builds every binary a cluster runs (the module's images, the node agent, the cluster

@@ -73,6 +73,30 @@ func (s Server) Component() controlplane.Component {
 	}
 }
 
+// SDDaemon is the program (devstack/cmd/prometheus-sd) and the stack daemon that keeps the
+// server's targets current (scrapeconfig.Follow).
+const SDDaemon = "prometheus-sd"
+
+// TargetsDir holds the discovered targets, a file_sd file per namespace.
+func (s Server) TargetsDir() string { return filepath.Join(s.dir, "targets") }
+
+// SDKubeconfig is the kubeconfig SDDaemon watches the cluster with: Prometheus' account, its
+// token read from a file.
+func (s Server) SDKubeconfig() string { return filepath.Join(s.dir, "sd.kubeconfig") }
+
+// NamespacesFile lists the namespaces whose targets the configuration reads, one per line.
+func (s Server) NamespacesFile() string { return filepath.Join(s.dir, "namespaces") }
+
+// SDComponent runs bin (SDDaemon) as a stack component that follows the targets of the
+// namespaces in NamespacesFile into TargetsDir.
+func (s Server) SDComponent(bin string) controlplane.Component {
+	return controlplane.Component{
+		Name: SDDaemon,
+		Bin:  bin,
+		Args: []string{"--kubeconfig", s.SDKubeconfig(), "--targets-dir", s.TargetsDir(), "--namespaces-file", s.NamespacesFile()},
+	}
+}
+
 // Client asks a Prometheus' HTTP API.
 type Client struct {
 	URL  string

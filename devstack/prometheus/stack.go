@@ -2,10 +2,12 @@ package prometheus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -16,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/prometheus/scrapeconfig"
@@ -89,6 +93,8 @@ type OnStack struct {
 	// ScrapeInterval is the default interval; TokenTTL how long its token lasts.
 	ScrapeInterval string
 	TokenTTL       time.Duration
+	// SDBin is the program that keeps the targets current (SDDaemon).
+	SDBin string
 }
 
 // CertsDir holds the CA files the scrape configuration names (scrapeconfig.Env.FilesDir).
@@ -96,60 +102,89 @@ func (o OnStack) CertsDir() string { return filepath.Join(o.Dir, "certs") }
 
 // Run grants the account (Grant), writes its token, generates the scrape configuration from the
 // ServiceMonitors of the module's namespace and the targets discovered with the account's token
-// (scrapeconfig.Write), checks it with promtool, and starts the server as a stack component. It
-// returns the server and its component, which stops with the stack or by StopComponent.
-func (o OnStack) Run(ctx context.Context) (Server, controlplane.Component, error) {
+// (scrapeconfig.Write), checks it with promtool, and starts the server and SDDaemon, which keeps
+// the targets current with the same token, as stack components. It returns the server and a
+// function that stops both (they stop with the stack too).
+func (o OnStack) Run(ctx context.Context) (Server, func() error, error) {
 	cfg, err := o.Stack.RESTConfig()
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	if err := Grant(ctx, kube, o.ModuleNamespace); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	token, err := Token(ctx, kube, Namespace, Account, o.TokenTTL)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	tokenFile := filepath.Join(o.Dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	// Prometheus discovers the targets with its own account, as it would in a cluster.
 	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: o.Stack.CAFile()}})
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	srv, err := New(o.Dir, o.Addr)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return Server{}, nil, err
 	}
 	env := scrapeconfig.Env{
-		TargetsDir: filepath.Join(o.Dir, "targets"), ServiceAccountTokenFile: tokenFile,
+		TargetsDir: srv.TargetsDir(), ServiceAccountTokenFile: tokenFile,
 		FilesDir: o.CertsDir(), ScrapeInterval: o.ScrapeInterval,
 	}
 	clients := scrapeconfig.Clients{Operator: kube, Dynamic: dyn, Discovery: discovery}
-	if err := scrapeconfig.Write(ctx, clients, o.ModuleNamespace, env, srv.ConfigFile()); err != nil {
-		return Server{}, controlplane.Component{}, err
+	needs, err := scrapeconfig.Write(ctx, clients, o.ModuleNamespace, env, srv.ConfigFile())
+	if err != nil {
+		return Server{}, nil, err
+	}
+	if err := os.WriteFile(srv.NamespacesFile(), []byte(strings.Join(needs.Namespaces, "\n")+"\n"), 0o644); err != nil {
+		return Server{}, nil, err
+	}
+	if err := writeSDKubeconfig(srv.SDKubeconfig(), cfg.Host, o.Stack.CAFile(), tokenFile); err != nil {
+		return Server{}, nil, err
 	}
 	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {
-		return Server{}, controlplane.Component{}, fmt.Errorf("promtool check config: %w\n%s", err, out)
+		return Server{}, nil, fmt.Errorf("promtool check config: %w\n%s", err, out)
 	}
-	comp := srv.Component()
-	o.Stack.AddComponents(comp)
+	comps := []controlplane.Component{srv.SDComponent(o.SDBin), srv.Component()}
+	o.Stack.AddComponents(comps...)
+	stop := func() error {
+		var errs []error
+		for _, c := range comps {
+			errs = append(errs, o.Stack.StopComponent(c, 15*time.Second))
+		}
+		return errors.Join(errs...)
+	}
 	if err := o.Stack.Up(ctx); err != nil {
-		return Server{}, controlplane.Component{}, fmt.Errorf("prometheus: %w", err)
+		return Server{}, nil, errors.Join(fmt.Errorf("prometheus: %w", err), stop())
 	}
-	return srv, comp, nil
+	return srv, stop, nil
+}
+
+// writeSDKubeconfig is a kubeconfig for server with the CA in caFile and the token in tokenFile
+// (client-go rereads it).
+func writeSDKubeconfig(path, server, caFile, tokenFile string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["stack"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: caFile}
+	cfg.AuthInfos[Account] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
+	cfg.Contexts["prometheus"] = &clientcmdapi.Context{Cluster: "stack", AuthInfo: Account}
+	cfg.CurrentContext = "prometheus"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("prometheus-sd kubeconfig: %w", err)
+	}
+	return nil
 }

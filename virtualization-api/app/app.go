@@ -52,17 +52,12 @@ friendly VirtualMachine, and calls the core's virt-api for its VMI as its own id
 	return cmd
 }
 
-func newLogger(o *Options) *slog.Logger {
-	level, _ := parseLevel(o.LogLevel)
-	hopts := &slog.HandlerOptions{Level: level}
-	if o.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, hopts))
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, hopts))
-}
-
 func run(ctx context.Context, o *Options) error {
-	log := newLogger(o)
+	handler, err := o.Log.Handler(os.Stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(handler)
 	klog.SetSlogLogger(log)
 
 	own, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)

@@ -4,12 +4,13 @@ package app
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
 	"github.com/spf13/pflag"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+
+	"github.com/d8virt/logopts"
 )
 
 // Options are the command's flags.
@@ -27,9 +28,8 @@ type Options struct {
 	// side of a stream has to answer a close.
 	PingInterval time.Duration
 	CloseGrace   time.Duration
-	// LogLevel (debug, info, warn, error) and LogFormat (json, text) of the log.
-	LogLevel  string
-	LogFormat string
+	// Log is the log's level and format (--log-level, --log-format).
+	Log logopts.Options
 }
 
 // NewOptions are the defaults: the serving port 8443 with a certificate from
@@ -43,8 +43,7 @@ func NewOptions() *Options {
 		MetricsBindAddress: "127.0.0.1:8080",
 		PingInterval:       30 * time.Second,
 		CloseGrace:         5 * time.Second,
-		LogLevel:           "info",
-		LogFormat:          "json",
+		Log:                logopts.Default(),
 	}
 	o.SecureServing.BindPort = 8443
 	o.SecureServing.ServerCert.CertDirectory = "/tmp/virtualization-api"
@@ -62,8 +61,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of the plain-HTTP /metrics listener (kube-rbac-proxy's upstream)")
 	fs.DurationVar(&o.PingInterval, "stream-ping-interval", o.PingInterval, "keep-alive ping interval of each leg of a stream; three unanswered ones end it")
 	fs.DurationVar(&o.CloseGrace, "stream-close-grace", o.CloseGrace, "how long the second side of a stream has to answer a close passed on to it")
-	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json or text")
+	o.Log.Bind(fs)
 }
 
 // Validate checks the options; the error names every bad flag.
@@ -81,20 +79,8 @@ func (o *Options) Validate() error {
 	if o.CloseGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--stream-close-grace %s: must be positive", o.CloseGrace))
 	}
-	if _, err := parseLevel(o.LogLevel); err != nil {
+	if err := o.Log.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.LogFormat != "json" && o.LogFormat != "text" {
-		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", o.LogFormat))
-	}
 	return errors.Join(errs...)
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	switch s {
-	case "debug", "info", "warn", "error":
-		return l, l.UnmarshalText([]byte(s))
-	}
-	return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
 }

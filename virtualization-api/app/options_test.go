@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/d8virt/logopts"
 )
 
 func TestOptions(t *testing.T) {
@@ -17,13 +19,13 @@ func TestOptions(t *testing.T) {
 	}{
 		{"defaults", nil, func(o *Options) bool {
 			return o.SecureServing.BindPort == 8443 && o.MetricsBindAddress == "127.0.0.1:8080" &&
-				o.PingInterval == 30*time.Second && o.LogFormat == "json" && o.Kubeconfig == ""
+				o.PingInterval == 30*time.Second && o.Log == logopts.Default() && o.Kubeconfig == ""
 		}, ""},
 		{"chart's flags", []string{"--secure-port=8443", "--tls-cert-file=/etc/tls/tls.crt", "--tls-private-key-file=/etc/tls/tls.key",
 			"--metrics-bind-address=127.0.0.1:9090", "--stream-ping-interval=10s", "--log-format=text", "--log-level=debug"},
 			func(o *Options) bool {
 				return o.SecureServing.ServerCert.CertKey.CertFile == "/etc/tls/tls.crt" && o.MetricsBindAddress == "127.0.0.1:9090" &&
-					o.PingInterval == 10*time.Second && o.LogFormat == "text" && o.LogLevel == "debug"
+					o.PingInterval == 10*time.Second && o.Log == logopts.Options{Level: "debug", Format: "text"}
 			}, ""},
 		{"health open to all", nil, func(o *Options) bool {
 			return strings.Join(o.Authorization.AlwaysAllowPaths, ",") == "/healthz,/readyz,/livez"

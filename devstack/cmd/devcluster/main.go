@@ -19,7 +19,12 @@
 //	devcluster [flags] prometheus up [-addr host:port]
 //	                                 (re)start Debian's Prometheus on the stack, scraping the
 //	                                 module's ServiceMonitors through kube-rbac-proxy as the
-//	                                 account d8v-prometheus/prometheus; prints its URL last
+//	                                 account d8v-prometheus/prometheus, and prometheus-sd, which
+//	                                 keeps its targets current; prints its URL last
+//	devcluster [flags] module example [-f examples/vm.yaml] [-timeout D]
+//	                                 apply the example (friendly objects; DVCR's CA filled in
+//	                                 for images in DVCR) and wait, printing each change, until
+//	                                 its VMs run
 //	devcluster [flags] module wait-vm [-n NS] [-timeout D] VM
 //	                                 wait until the VM runs: Running, and its VMI's launcher
 //	                                 Pod Running and Ready (not fooled by the status a
@@ -102,7 +107,7 @@ func run() error {
 	s.AddComponents(svcproxy.StackComponent(s, proxyBin),
 		provisioner.StackComponent(s, provisionerBin))
 	if len(args) == 0 || args[0] != "prometheus" {
-		if err := withPrometheus(s); err != nil {
+		if err := withPrometheus(s, *binDir); err != nil {
 			return err
 		}
 	}
@@ -174,7 +179,7 @@ func run() error {
 		if len(args) < 2 || args[1] != "up" {
 			return errors.New("usage: devcluster prometheus up [-addr host:port]")
 		}
-		return prometheusUp(ctx, s, *portBase, args[2:])
+		return prometheusUp(ctx, s, *binDir, *portBase, args[2:])
 	case "image-import":
 		return imageImport(args[1:])
 	case "image-push":

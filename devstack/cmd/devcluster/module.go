@@ -60,7 +60,7 @@ func withModule(s *controlplane.Stack, ms moduleSpec, portBase int) error {
 
 // moduleCommand runs `devcluster module up|down`.
 func moduleCommand(ctx context.Context, s *controlplane.Stack, binDir string, portBase int, args []string) error {
-	usage := errors.New("usage: devcluster module up [-nodes node1,...] [-repo DIR] [-set k=v]... | module down | module wait-vm [-n NS] [-timeout D] VM")
+	usage := errors.New("usage: devcluster module up [-nodes node1,...] [-repo DIR] [-set k=v]... | module down | module wait-vm [-n NS] [-timeout D] VM | module example [-f FILE] [-timeout D]")
 	if len(args) == 0 {
 		return usage
 	}
@@ -78,6 +78,8 @@ func moduleCommand(ctx context.Context, s *controlplane.Stack, binDir string, po
 			return usage
 		}
 		return module.WaitVM(ctx, module.Options{Stack: s, Log: os.Stderr}, *ns, fs.Arg(0), *timeout)
+	case "example":
+		return moduleExample(ctx, s, args[1:])
 	}
 	return usage
 }
@@ -206,4 +208,26 @@ func moduleDown(ctx context.Context, s *controlplane.Stack, args []string) error
 	}
 	fmt.Fprintf(os.Stderr, "the module is off (helm release %s uninstalled); VMs and their disks stay, `module up` brings it back\n", module.Release)
 	return nil
+}
+
+// moduleExample applies the example (examples/vm.yaml: friendly objects, DVCR's CA filled in by
+// module.Example) and waits, printing each change, until its VMs run.
+func moduleExample(ctx context.Context, s *controlplane.Stack, args []string) error {
+	fs := flag.NewFlagSet("module example", flag.ExitOnError)
+	file := fs.String("f", module.ExampleFile("."), "the example's manifests")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for its VMs to run")
+	_ = fs.Parse(args)
+	o := module.Options{Stack: s, Log: os.Stderr}
+	ca, err := module.DVCRCA(ctx, o)
+	if err != nil {
+		return err
+	}
+	objs, err := module.Example(*file, ca)
+	if err != nil {
+		return err
+	}
+	if err := module.ApplyExample(ctx, o, objs); err != nil {
+		return err
+	}
+	return module.WaitExample(ctx, o, objs, *timeout)
 }

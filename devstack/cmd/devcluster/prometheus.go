@@ -25,8 +25,8 @@ func prometheusDir(s *controlplane.Stack) string {
 
 func prometheusAddrFile(s *controlplane.Stack) string { return filepath.Join(prometheusDir(s), "addr") }
 
-// withPrometheus adds the Prometheus of a stack that runs one.
-func withPrometheus(s *controlplane.Stack) error {
+// withPrometheus adds the Prometheus of a stack that runs one, and its targets' follower.
+func withPrometheus(s *controlplane.Stack, binDir string) error {
 	b, err := os.ReadFile(prometheusAddrFile(s))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -38,16 +38,25 @@ func withPrometheus(s *controlplane.Stack) error {
 	if err != nil {
 		return err
 	}
-	s.AddComponents(srv.Component())
+	sd, err := daemonBinary(binDir, prometheus.SDDaemon)
+	if err != nil {
+		return err
+	}
+	s.AddComponents(srv.SDComponent(sd), srv.Component())
 	return nil
 }
 
 // prometheusUp (re)starts Prometheus on the stack with a configuration generated from the
-// module's ServiceMonitors and the targets discovered now, and prints its URL last.
-func prometheusUp(ctx context.Context, s *controlplane.Stack, portBase int, args []string) error {
+// module's ServiceMonitors, and prometheus-sd, which keeps its targets current, and prints its
+// URL last.
+func prometheusUp(ctx context.Context, s *controlplane.Stack, binDir string, portBase int, args []string) error {
 	fs := flag.NewFlagSet("prometheus up", flag.ExitOnError)
 	addr := fs.String("addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(portBase+20)), "listen address")
 	_ = fs.Parse(args)
+	sd, err := daemonBinary(binDir, prometheus.SDDaemon)
+	if err != nil {
+		return err
+	}
 	if old, err := os.ReadFile(prometheusAddrFile(s)); err == nil {
 		// A fresh configuration needs a fresh start: Prometheus reads it once.
 		srv, err := prometheus.New(prometheusDir(s), strings.TrimSpace(string(old)))
@@ -57,9 +66,12 @@ func prometheusUp(ctx context.Context, s *controlplane.Stack, portBase int, args
 		if err := s.StopComponent(srv.Component(), 15*time.Second); err != nil {
 			return err
 		}
+		if err := s.StopComponent(srv.SDComponent(sd), 15*time.Second); err != nil {
+			return err
+		}
 	}
 	run := prometheus.OnStack{Stack: s, ModuleNamespace: module.Namespace, Dir: prometheusDir(s), Addr: *addr,
-		ScrapeInterval: "30s", TokenTTL: 24 * time.Hour}
+		ScrapeInterval: "30s", TokenTTL: 24 * time.Hour, SDBin: sd}
 	if err := os.MkdirAll(run.Dir, 0o755); err != nil {
 		return err
 	}
@@ -70,7 +82,7 @@ func prometheusUp(ctx context.Context, s *controlplane.Stack, portBase int, args
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "Prometheus scrapes the module's ServiceMonitors through kube-rbac-proxy as %s/%s; the targets are those of now (`devcluster prometheus up` again refreshes them, the token lasts 24h)\n",
+	fmt.Fprintf(os.Stderr, "Prometheus scrapes the module's ServiceMonitors through kube-rbac-proxy as %s/%s; prometheus-sd keeps its targets current (a change of the ServiceMonitors needs `devcluster prometheus up` again; the token lasts 24h)\n",
 		prometheus.Namespace, prometheus.Account)
 	fmt.Println(srv.URL())
 	return nil

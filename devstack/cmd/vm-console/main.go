@@ -1,7 +1,10 @@
-// Command vm-console attaches the terminal to a VMI's serial console through the
-// subresources.kubevirt.io API, as `virtctl console` does. Ctrl+] detaches.
+// Command vm-console attaches the terminal to a VirtualMachine's serial console through
+// virtualization-api (subresources.virtualization.deckhouse.io, as users reach it), or with -core
+// to a VMI's through the core's subresources.kubevirt.io API, as `virtctl console` does. Ctrl+]
+// detaches.
 //
-//	vm-console --kubeconfig <kubevirt.kubeconfig> [-n namespace] <name>
+//	vm-console --kubeconfig <admin.kubeconfig> [-n namespace] <name>
+//	vm-console -core --kubeconfig <kubevirt.kubeconfig> [-n namespace] <name>
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/d8virt/kubevirt-core/pkg/console"
@@ -31,12 +35,13 @@ func main() {
 }
 
 func run() error {
-	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig that speaks kubevirt.io (the one make run prints)")
-	namespace := flag.String("n", "default", "namespace of the VMI")
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the user (with -core: one that speaks kubevirt.io)")
+	namespace := flag.String("n", "default", "namespace of the VM")
 	stream := flag.String("stream", "console", "console or vnc")
+	core := flag.Bool("core", false, "a VMI of the core, through subresources.kubevirt.io, instead of a friendly VirtualMachine through virtualization-api")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		return errors.New("usage: vm-console [--kubeconfig F] [-n NS] NAME")
+		return errors.New("usage: vm-console [-core] [--kubeconfig F] [-n NS] NAME")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -44,7 +49,12 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	conn, err := console.Open(ctx, cfg, *namespace, flag.Arg(0), *stream)
+	var conn *console.Conn
+	if *core {
+		conn, err = console.Open(ctx, cfg, *namespace, flag.Arg(0), *stream)
+	} else {
+		conn, err = openFriendly(ctx, cfg, *namespace, flag.Arg(0), *stream)
+	}
 	if err != nil {
 		return err
 	}
@@ -92,4 +102,13 @@ func run() error {
 	case <-ctx.Done():
 	}
 	return err
+}
+
+// openFriendly opens a friendly VirtualMachine's stream through virtualization-api.
+func openFriendly(ctx context.Context, cfg *rest.Config, namespace, name, stream string) (*console.Conn, error) {
+	target, err := console.StreamURL(cfg, "/apis/subresources.virtualization.deckhouse.io/v1alpha2/namespaces/"+namespace+"/virtualmachines/"+name+"/"+stream)
+	if err != nil {
+		return nil, err
+	}
+	return console.Dial(ctx, cfg, target, fmt.Sprintf("%s of VirtualMachine %s/%s", stream, namespace, name))
 }

@@ -47,33 +47,34 @@ type Clients struct {
 }
 
 // Write generates the configuration of a namespace's ServiceMonitors into path, the CA files it
-// reads into env.FilesDir and the targets into env.TargetsDir (Discover).
-func Write(ctx context.Context, c Clients, namespace string, env Env, path string) error {
+// reads into env.FilesDir and the targets into env.TargetsDir (Discover, once: Follow keeps them
+// current). It returns what the configuration reads.
+func Write(ctx context.Context, c Clients, namespace string, env Env, path string) (Needs, error) {
 	sms, err := Load(ctx, c.Dynamic, namespace)
 	if err != nil {
-		return err
+		return Needs{}, err
 	}
 	cfg, needs, err := Generate(sms, env)
 	if err != nil {
-		return err
+		return Needs{}, err
 	}
 	for _, f := range needs.Files {
 		data, err := fetch(ctx, c.Operator, f)
 		if err != nil {
-			return err
+			return Needs{}, err
 		}
 		if err := writeFile(f.Path, data, 0o600); err != nil {
-			return err
+			return Needs{}, err
 		}
 	}
 	if err := Discover(ctx, c.Discovery, needs.Namespaces, env.TargetsDir); err != nil {
-		return err
+		return Needs{}, err
 	}
 	out, err := cfg.YAML()
 	if err != nil {
-		return fmt.Errorf("marshal the scrape configuration: %w", err)
+		return Needs{}, fmt.Errorf("marshal the scrape configuration: %w", err)
 	}
-	return writeFile(path, out, 0o644)
+	return needs, writeFile(path, out, 0o644)
 }
 
 // Discover writes the targets of each namespace (Targets) into its TargetsFile under dir;
@@ -96,13 +97,8 @@ func Discover(ctx context.Context, kube kubernetes.Interface, namespaces []strin
 		if err != nil {
 			return fmt.Errorf("discover in %s: %w", ns, err)
 		}
-		// Prometheus must never read half a file: write aside, then rename.
-		path := TargetsFile(dir, ns)
-		if err := writeFile(path+".tmp", data, 0o644); err != nil {
+		if err := writeTargets(TargetsFile(dir, ns), data); err != nil {
 			return err
-		}
-		if err := os.Rename(path+".tmp", path); err != nil {
-			return fmt.Errorf("discover in %s: %w", ns, err)
 		}
 	}
 	return nil

@@ -121,6 +121,14 @@ func TestValuesReachTheObjects(t *testing.T) {
 	if krp := container(t, spec, "kube-rbac-proxy"); krp.Image != "registry.example.org/virt/kube-rbac-proxy:v0.19.1" {
 		t.Errorf("kube-rbac-proxy image %s", krp.Image)
 	}
+	// The module's own programs take the same log options (virtualization-controller passes
+	// them on to its importer Pods).
+	for _, name := range []string{"virtualization-controller", "virtualization-api"} {
+		spec := into[appsv1.Deployment](t, find(t, objs, "Deployment", name)).Spec.Template.Spec
+		if args := container(t, spec, name).Args; !slices.Contains(args, "--log-level=debug") || !slices.Contains(args, "--log-format=text") {
+			t.Errorf("%s args %v lack the log options", name, args)
+		}
+	}
 
 	kv := find(t, objs, "InternalVirtualizationKubeVirt", "kubevirt")
 	for path, want := range map[string]any{

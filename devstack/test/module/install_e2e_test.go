@@ -1,6 +1,6 @@
 // Package module installs the virtualization module from charts/virtualization with helm on a
 // fresh local stack of its own, as `make run` does, and checks what a platform would: every
-// component's pods Ready, each under its own ServiceAccount's token, a VM from examples/vm.yaml
+// component's pods Ready, each under its own ServiceAccount's token, a core VM from examples/core-vm.yaml
 // booting with an answering console, helm uninstall leaving the VM alone until a reinstall
 // picks it up again, and Prometheus scraping every component through kube-rbac-proxy from the
 // chart's ServiceMonitors.
@@ -71,7 +71,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		t.Fatalf("guest image: %v", err)
 	}
 	store := t.TempDir()
-	// examples/vm.yaml boots this image.
+	// examples/core-vm.yaml boots this image.
 	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +144,8 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkVirtualMachine(t, ctx, st)
 	checkImageImports(t, ctx, st)
 
-	t.Log("examples/vm.yaml boots, and its console answers")
-	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "vm.yaml"))
+	t.Log("examples/core-vm.yaml boots, and its console answers")
+	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "core-vm.yaml"))
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
 	con := openConsole(t, ctx, st.kubevirt, "demo")

@@ -41,8 +41,8 @@ var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	run := prometheus.OnStack{Stack: st.s, ModuleNamespace: module.Namespace, Dir: t.TempDir(), Addr: testenv.FreeLoopbackAddr(t),
-		ScrapeInterval: "5s", TokenTTL: time.Hour}
-	srv, comp, err := run.Run(ctx)
+		ScrapeInterval: "5s", TokenTTL: time.Hour, SDBin: filepath.Join(st.opts.BinDir, prometheus.SDDaemon)}
+	srv, stop, err := run.Run(ctx)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		rbac := st.kube.RbacV1()
@@ -50,7 +50,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 		_ = rbac.Roles(module.Namespace).Delete(ctx, prometheus.DiscoveryRole, metav1.DeleteOptions{})
 		_ = st.kube.CoreV1().Namespaces().Delete(ctx, prometheus.Namespace, metav1.DeleteOptions{})
 		if err == nil {
-			if err := st.s.StopComponent(comp, 15*time.Second); err != nil {
+			if err := stop(); err != nil {
 				t.Errorf("stop prometheus: %v", err)
 			}
 		}
@@ -86,6 +86,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 			}
 		}
 	}
+	checkTargetsFollowRestarts(t, ctx, st, prom)
 }
 
 // outsiderToken is a token of an account in Prometheus' namespace without the metrics-reader

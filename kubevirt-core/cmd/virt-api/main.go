@@ -26,12 +26,12 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/buildinfo"
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/apimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/subresources"
 	"github.com/d8virt/kubevirt-core/pkg/virtapi/webhooks"
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
+	"github.com/d8virt/logopts"
 )
 
 func main() {

@@ -16,13 +16,13 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	virtmetrics "github.com/d8virt/kubevirt-core/pkg/virtcontroller/metrics"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/migration"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/node"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/replicaset"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vm"
 	"github.com/d8virt/kubevirt-core/pkg/virtcontroller/vmi"
+	"github.com/d8virt/logopts"
 )
 
 func main() {

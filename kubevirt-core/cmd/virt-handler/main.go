@@ -31,7 +31,6 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/mtls"
 	"github.com/d8virt/kubevirt-core/pkg/nodecaps"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/heartbeat"
@@ -39,6 +38,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
+	"github.com/d8virt/logopts"
 )
 
 type options struct {

@@ -23,10 +23,10 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
+	"github.com/d8virt/logopts"
 )
 
 // finalStatusWait is how long the launcher lingers after the guest ended so that virt-handler can

@@ -32,6 +32,12 @@ func URL(cfg *rest.Config, namespace, name, stream string) (string, error) {
 
 // ResourceURL is the address of the stream sub of a VMI or VM (resource VMIs or VMs).
 func ResourceURL(cfg *rest.Config, resource, namespace, name, sub string) (string, error) {
+	return StreamURL(cfg, "/apis/subresources.kubevirt.io/v1/namespaces/"+namespace+"/"+resource+"/"+name+"/"+sub)
+}
+
+// StreamURL is the address of a stream at path on the cluster's API (another group's
+// subresource, e.g. virtualization-api's): ws or wss after the config's scheme.
+func StreamURL(cfg *rest.Config, path string) (string, error) {
 	host := cfg.Host
 	if !strings.Contains(host, "://") {
 		// client-go takes a bare host:port as https.
@@ -49,8 +55,7 @@ func ResourceURL(cfg *rest.Config, resource, namespace, name, sub string) (strin
 	default:
 		return "", fmt.Errorf("kubeconfig host %q: unsupported scheme", cfg.Host)
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/apis/subresources.kubevirt.io/v1/namespaces/" + namespace +
-		"/" + resource + "/" + name + "/" + sub
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	return u.String(), nil
 }
 
@@ -93,6 +98,12 @@ func OpenResource(ctx context.Context, cfg *rest.Config, resource, namespace, na
 	if err != nil {
 		return nil, err
 	}
+	return Dial(ctx, cfg, target, fmt.Sprintf("%s of %s/%s", sub, namespace, name))
+}
+
+// Dial opens the stream at target (StreamURL) with the config's credentials and the plain
+// subprotocol; what names it in errors.
+func Dial(ctx context.Context, cfg *rest.Config, target, what string) (*Conn, error) {
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig TLS: %w", err)
@@ -113,9 +124,9 @@ func OpenResource(ctx context.Context, cfg *rest.Config, resource, namespace, na
 		if resp != nil {
 			defer resp.Body.Close()
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			return nil, &RefusedError{Code: resp.StatusCode, Message: strings.TrimSpace(string(body)), what: fmt.Sprintf("%s of %s/%s", sub, namespace, name)}
+			return nil, &RefusedError{Code: resp.StatusCode, Message: strings.TrimSpace(string(body)), what: what}
 		}
-		return nil, fmt.Errorf("open %s of %s/%s: %w", sub, namespace, name, err)
+		return nil, fmt.Errorf("open %s: %w", what, err)
 	}
 	return &Conn{ws: ws}, nil
 }

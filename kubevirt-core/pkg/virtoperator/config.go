@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator/certs"
+	"github.com/d8virt/logopts"
 )
 
 // Config is the operator's own configuration (flags and environment); a KubeVirt resource may

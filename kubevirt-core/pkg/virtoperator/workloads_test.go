@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
 	"github.com/d8virt/kubevirt-core/pkg/virtapicontract"
+	"github.com/d8virt/logopts"
 )
 
 func podSpec(t *testing.T, ix index, kind, name string) corev1.PodSpec {

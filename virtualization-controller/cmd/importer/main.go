@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer"
 	"github.com/d8virt/virtualization-controller/pkg/importer/cabundle"
 	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
@@ -44,11 +45,12 @@ type options struct {
 	capacity                                     int64
 	scratch, metrics, termination                string
 	retries                                      int
+	log                                          logopts.Options
 }
 
 // parse reads flags, with the environment (contract.EnvPrefix) for flags not given.
 func parse(args []string, getenv func(string) string) (options, error) {
-	o := options{sums: map[string]*string{}}
+	o := options{sums: map[string]*string{}, log: logopts.Default()}
 	fs := flag.NewFlagSet("importer", flag.ContinueOnError)
 	fs.StringVar(&o.sourceURL, contract.FlagSourceURL, "", "HTTP(S) URL of the disk image (raw, qcow2, vmdk, vdi, ISO; maybe gz or xz)")
 	fs.StringVar(&o.sourceImage, contract.FlagSourceImage, "", "container-disk image to read the disk/ file of")
@@ -69,6 +71,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.metrics, contract.FlagMetricsAddress, contract.DefaultMetricsAddress, "address of the progress metrics ("+contract.MetricsPath+")")
 	fs.StringVar(&o.termination, contract.FlagTerminationMessagePath, contract.DefaultTerminationMessagePath, "file the JSON result is written to")
 	fs.IntVar(&o.retries, contract.FlagRetries, 8, "attempts per request on transient network errors")
+	o.log.Bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -98,7 +101,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	if o.retries < 1 {
 		return o, fmt.Errorf("--%s must be at least 1", contract.FlagRetries)
 	}
-	return o, nil
+	return o, o.log.Validate()
 }
 
 func countSet(values ...string) int {
@@ -112,11 +115,16 @@ func countSet(values ...string) int {
 }
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	o, err := parse(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
+	// Bad arguments (log options included) are logged as JSON at info, the defaults.
+	handler, herr := o.log.Handler(os.Stderr)
+	if herr != nil {
+		handler, _ = logopts.Default().Handler(os.Stderr)
+	}
+	log := slog.New(handler)
 	if err != nil {
 		err = contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -69,8 +68,12 @@ func (c *Command) Run(ctx context.Context, args []string) int {
 		_, _ = fmt.Fprintln(c.stderr, "virtualization-controller:", err)
 		return 2
 	}
-	level, _ := parseLevel(o.LogLevel) // validated
-	logger := logr.FromSlogHandler(slog.NewJSONHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	handler, err := o.Log.Handler(c.stderr)
+	if err != nil { // validated by ParseOptions
+		_, _ = fmt.Fprintln(c.stderr, "virtualization-controller:", err)
+		return 2
+	}
+	logger := logr.FromSlogHandler(handler)
 	ctrl.SetLogger(logger)
 	if err := run(ctx, o); err != nil {
 		logger.Error(err, "virtualization-controller stopped")
@@ -125,6 +128,7 @@ func run(ctx context.Context, o Options) error {
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
 		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, UploadTimeout: o.UploadTimeout,
+		Log: o.Log,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
 	images := dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile)
@@ -182,7 +186,7 @@ func run(ctx context.Context, o Options) error {
 		return err
 	}
 	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
-		Pods:      vd.PodConfig{Image: o.ImporterImage},
+		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log},
 		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
 		Interval: o.ProgressInterval,
 	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))
@@ -236,12 +240,4 @@ func newToken() (string, error) {
 		return "", fmt.Errorf("random: %w", err)
 	}
 	return hex.EncodeToString(b), nil
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
-	}
-	return l, nil
 }

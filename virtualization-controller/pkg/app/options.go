@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
@@ -63,13 +64,13 @@ type Options struct {
 	SourceInterval time.Duration
 	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
 	UploadTimeout time.Duration
-	// LogLevel is the slog level of the JSON log: debug, info, warn or error.
-	LogLevel string
+	// Log is the log's level and format (--log-level, --log-format), passed on to importer Pods.
+	Log logopts.Options
 }
 
 // ParseOptions parses args (without the program name). Usage and errors go to output.
 func ParseOptions(args []string, output io.Writer) (Options, error) {
-	var o Options
+	o := Options{Log: logopts.Default()}
 	fs := flag.NewFlagSet("virtualization-controller", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect one active replica through a Lease")
@@ -96,7 +97,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration whose caBundle is set to the webhook CA")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	o.Log.Bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
 	}
@@ -164,7 +165,7 @@ func (o Options) validate() error {
 	if o.LeaseRetention < 0 {
 		errs = append(errs, fmt.Errorf("--ip-lease-retention %s: must not be negative", o.LeaseRetention))
 	}
-	if _, err := parseLevel(o.LogLevel); err != nil {
+	if err := o.Log.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

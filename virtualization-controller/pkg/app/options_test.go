@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/d8virt/logopts"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -18,7 +20,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
 			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
 				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRPullerSecret != "dvcr-puller" || o.DVCRTLSSecret != "dvcr-tls" ||
-				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.LogLevel != "info" {
+				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.Log != logopts.Default() {
 				t.Errorf("defaults: %+v", o)
 			}
 		}},
@@ -38,7 +40,13 @@ func TestParseOptions(t *testing.T) {
 		{name: "zero interval", args: append(required, "--progress-interval=0s"), wantErr: "--progress-interval 0s: must be positive"},
 		{name: "negative source interval", args: append(required, "--source-interval=-1s"), wantErr: "--source-interval -1s: must be positive"},
 		{name: "zero upload timeout", args: append(required, "--upload-timeout=0s"), wantErr: "--upload-timeout 0s: must be positive"},
-		{name: "bad level", args: append(required, "--log-level=loud"), wantErr: `--log-level "loud"`},
+		{name: "log options", args: append(required, "--log-level=debug", "--log-format=text"), check: func(t *testing.T, o Options) {
+			if o.Log != (logopts.Options{Level: "debug", Format: "text"}) {
+				t.Errorf("log %+v", o.Log)
+			}
+		}},
+		{name: "bad level", args: append(required, "--log-level=loud"), wantErr: `--log-level "loud": want debug, info, warn or error`},
+		{name: "bad format", args: append(required, "--log-format=console"), wantErr: `--log-format "console": want json or text`},
 		{name: "cidrs", args: append(required, "--virtual-machine-cidrs=10.66.10.0/24,10.66.20.0/24", "--ip-lease-retention=1m"), check: func(t *testing.T, o Options) {
 			if o.VirtualMachineCIDRs.String() != "10.66.10.0/24,10.66.20.0/24" || o.LeaseRetention != time.Minute {
 				t.Errorf("cidrs %s, retention %s", o.VirtualMachineCIDRs, o.LeaseRetention)

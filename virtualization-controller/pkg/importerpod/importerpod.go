@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
@@ -19,11 +20,13 @@ import (
 // MetricsPort is where the importer serves its progress and readiness.
 const MetricsPort = 8080
 
-// Container is the importer container of image, without arguments or mounts.
-func Container(image string) corev1.Container {
+// Container is the importer container of image, logging as log says (its first arguments),
+// without the import's arguments or mounts: the controllers append them.
+func Container(image string, log logopts.Options) corev1.Container {
 	return corev1.Container{
 		Name:                     importerresult.Container,
 		Image:                    image,
+		Args:                     log.Args(),
 		Ports:                    []corev1.ContainerPort{{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP}},
 		TerminationMessagePath:   contract.DefaultTerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,

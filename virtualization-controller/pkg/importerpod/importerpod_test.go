@@ -1,15 +1,20 @@
 package importerpod
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 )
 
 func TestContainerAndSpec(t *testing.T) {
-	c := Container("importer:dev")
+	c := Container("importer:dev", logopts.Options{Level: "debug", Format: "text"})
+	if !slices.Equal(c.Args, []string{"--log-level=debug", "--log-format=text"}) {
+		t.Errorf("args %q, want the log options first", c.Args)
+	}
 	if c.Name != "importer" || c.Image != "importer:dev" || c.TerminationMessagePath != contract.DefaultTerminationMessagePath ||
 		c.ReadinessProbe.HTTPGet.Port.IntValue() != MetricsPort || len(c.Ports) != 1 || *c.SecurityContext.AllowPrivilegeEscalation {
 		t.Fatalf("container %+v", c)

@@ -13,7 +13,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
-	"github.com/d8virt/kubevirt-core/pkg/logopts"
+	"github.com/d8virt/logopts"
 )
 
 // Names KubeVirt v1.6 uses on the launcher Pod; tools (kubectl, virtctl, monitoring) rely on them.

@@ -8,13 +8,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
 )
 
 var testConfig = image.PodConfig{Namespace: "d8-virtualization", Image: "importer:dev", DVCRAddress: "dvcr.d8-virtualization.svc:5000",
-	DVCRPullAddress: "dvcr.d8-virtualization.svc", DVCRPusherSecret: "dvcr-pusher", DVCRTLSSecret: "dvcr-tls", UploadTimeout: time.Hour}
+	DVCRPullAddress: "dvcr.d8-virtualization.svc", DVCRPusherSecret: "dvcr-pusher", DVCRTLSSecret: "dvcr-tls", UploadTimeout: time.Hour,
+	Log: logopts.Options{Level: "debug", Format: "text"}}
 
 var sha = strings.Repeat("a", 64)
 

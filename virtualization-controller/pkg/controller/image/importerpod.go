@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 )
@@ -23,6 +24,8 @@ import (
 type PodConfig struct {
 	Namespace string
 	Image     string
+	// Log is how importers log (the controller's own --log-level and --log-format).
+	Log logopts.Options
 	// DVCRAddress is DVCR's push address (host:port); DVCRPullAddress its read-only one.
 	DVCRAddress     string
 	DVCRPullAddress string
@@ -202,8 +205,8 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 		mounts = append(mounts, corev1.VolumeMount{Name: "source", MountPath: sourceDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
 	}
-	container := importerpod.Container(c.Image)
-	container.Args = args
+	container := importerpod.Container(c.Image, c.Log)
+	container.Args = append(container.Args, args...)
 	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: "upload", ContainerPort: uploadPort, Protocol: corev1.ProtocolTCP})
 	}

@@ -83,7 +83,9 @@ func TestImporterPod(t *testing.T) {
 				t.Fatalf("owners %+v", p.OwnerReferences)
 			}
 			c := p.Spec.Containers[0]
-			want := append(append(slices.Clone(tc.wantArgs), "--destination-image=dvcr.d8-virtualization.svc:5000/"+tc.wantRepo+":latest"), destination...)
+			// The controller's log options come first.
+			want := slices.Concat([]string{"--log-level=debug", "--log-format=text"}, tc.wantArgs,
+				[]string{"--destination-image=dvcr.d8-virtualization.svc:5000/" + tc.wantRepo + ":latest"}, destination)
 			if !slices.Equal(c.Args, want) {
 				t.Fatalf("args\n got %q\nwant %q", c.Args, want)
 			}

@@ -422,7 +422,7 @@ func TestReconcileWaitsForItsSource(t *testing.T) {
 	if img.Status.Phase != v1alpha2.ImageProvisioning || img.Status.SourceUID == nil || *img.Status.SourceUID != "uid-base" {
 		t.Fatalf("status %+v", img.Status)
 	}
-	if args := w.pod().Spec.Containers[0].Args; args[0] != "--source-image=dvcr.d8-virtualization.svc:5000/cvi/base:latest" {
+	if args := w.pod().Spec.Containers[0].Args; args[2] != "--source-image=dvcr.d8-virtualization.svc:5000/cvi/base:latest" {
 		t.Fatalf("args %q", args)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
@@ -17,6 +18,8 @@ import (
 type PodConfig struct {
 	// Image is the importer's image.
 	Image string
+	// Log is how importers log (the controller's own --log-level and --log-format).
+	Log logopts.Options
 }
 
 // DVCRCredentials are what an importer needs to read an image from DVCR: the puller's
@@ -81,7 +84,7 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 			}
 		}
 	}
-	container := importerpod.Container(c.Image)
+	container := importerpod.Container(c.Image, c.Log)
 	container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}}
 	volumes := []corev1.Volume{
 		{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
@@ -111,7 +114,7 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 		}}})
 		args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
 	}
-	container.Args = args
+	container.Args = append(container.Args, args...)
 	l := labels(vd)
 	l["app.kubernetes.io/name"] = "importer"
 	return &corev1.Pod{

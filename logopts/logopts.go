@@ -1,11 +1,13 @@
-// Package logopts is the log level and format every kubevirt-core program takes, --log-level
+// Package logopts is the log level and format every program of the module takes, --log-level
 // (debug, info, warn or error) and --log-format (json or text): the chart's logLevel and
-// logFormat, which virt-operator passes on to the components it installs, and virt-controller
-// to the launchers. One slog handler serves a program's own logs and controller-runtime's.
+// logFormat. virt-operator passes them on to the core's components, virt-controller to the
+// launchers, virtualization-controller to its importer Pods. One slog handler serves a
+// program's own logs and controller-runtime's or klog's. It is a module of its own, with no
+// dependencies, so that kubevirt-core, virtualization-controller and virtualization-api share
+// the contract without importing each other.
 package logopts
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,8 +22,14 @@ type Options struct {
 // Default is info, as JSON.
 func Default() Options { return Options{Level: "info", Format: "json"} }
 
+// FlagSet is what Bind needs of a flag set: the standard library's *flag.FlagSet and
+// spf13/pflag's both have it.
+type FlagSet interface {
+	StringVar(p *string, name, value, usage string)
+}
+
 // Bind registers --log-level and --log-format on fs, with o's values as the defaults.
-func (o *Options) Bind(fs *flag.FlagSet) {
+func (o *Options) Bind(fs FlagSet) {
 	fs.StringVar(&o.Level, "log-level", o.Level, "debug, info, warn or error")
 	fs.StringVar(&o.Format, "log-format", o.Format, "json or text")
 }
@@ -29,6 +37,12 @@ func (o *Options) Bind(fs *flag.FlagSet) {
 // Args are the flags that give another program the same options.
 func (o Options) Args() []string {
 	return []string{"--log-level=" + o.Level, "--log-format=" + o.Format}
+}
+
+// Validate says whether Handler would accept the options; the error names the bad flag.
+func (o Options) Validate() error {
+	_, err := o.Handler(io.Discard)
+	return err
 }
 
 // Handler is the slog handler the options ask for, writing to w; a bad value is an error

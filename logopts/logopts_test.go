@@ -70,3 +70,20 @@ func TestBindAndArgs(t *testing.T) {
 		t.Fatalf("parsed back %+v (%v), want %+v", back, err, o)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		o   Options
+		err string
+	}{
+		{o: Default()},
+		{o: Options{Level: "warn", Format: "text"}},
+		{o: Options{Level: "verbose", Format: "json"}, err: `--log-level "verbose"`},
+		{o: Options{Level: "info", Format: ""}, err: `--log-format "": want json or text`},
+	} {
+		err := tc.o.Validate()
+		if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("Validate(%+v) = %v, want %q", tc.o, err, tc.err)
+		}
+	}
+}

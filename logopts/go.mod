@@ -1,0 +1,3 @@
+module github.com/d8virt/logopts
+
+go 1.26.0

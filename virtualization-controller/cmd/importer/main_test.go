@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/d8virt/logopts"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+)
+
+func TestParseLogOptions(t *testing.T) {
+	base := []string{"--source-url=http://10.0.0.1/d.qcow2", "--destination-file=/data/disk.img"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want logopts.Options
+		err  string
+	}{
+		{name: "default", args: base, want: logopts.Default()},
+		{name: "flags", args: append(base, "--log-level=debug", "--log-format=text"), want: logopts.Options{Level: "debug", Format: "text"}},
+		{name: "environment", args: base, env: map[string]string{contract.EnvPrefix + "LOG_FORMAT": "text"}, want: logopts.Options{Level: "info", Format: "text"}},
+		{name: "flag over environment", args: append(base, "--log-level=warn"), env: map[string]string{contract.EnvPrefix + "LOG_LEVEL": "error"}, want: logopts.Options{Level: "warn", Format: "json"}},
+		{name: "bad level", args: append(base, "--log-level=loud"), err: `--log-level "loud": want debug, info, warn or error`},
+		{name: "bad format", args: append(base, "--log-format=xml"), err: `--log-format "xml": want json or text`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(tc.args, func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || o.log != tc.want {
+				t.Fatalf("log %+v (%v), want %+v", o.log, err, tc.want)
+			}
+		})
+	}
+}
