@@ -162,13 +162,15 @@ const (
 // little endian) that end a run of plain string bytes: '"', '\\' and control
 // characters. The lowest flagged byte is exact; flags above it may be false.
 //
-// It is the three zero-byte tests (z-lo)&^z&hi of v^'"', v^'\\' and v-0x20 with their common
-// factor taken out: xoring with a byte below 0x80 keeps bit 7, so &^x and &^y are &^v. This line
-// was a fifth of a restore's instructions; factored, it is 7% fewer for the whole restore.
+// It is two "byte less than" tests, (x-lo*k)&^x&hi: xoring with 0x02 maps '"' to 0x20 and keeps
+// the control characters below it (and the space and '!' above it), so one test below 0x21
+// finds both; a backslash is the byte that xors to zero. Xoring with a byte below 0x80 keeps bit
+// 7, so &^x is &^v for both. Seven operations a word: the string loops are most of a restore's
+// instructions.
 func specialBytes(v uint64) uint64 {
-	x := v ^ (swarLo * '"')
+	t := v ^ (swarLo * 0x02)
 	y := v ^ (swarLo * '\\')
-	return ((x - swarLo) | (y - swarLo) | (v - swarLo*0x20)) &^ v & swarHi
+	return ((t - swarLo*0x21) | (y - swarLo)) &^ v & swarHi
 }
 
 // plainLen returns the length of the run of plain string bytes at the start of
@@ -353,29 +355,27 @@ key: // an object key starts at pos, after whitespace
 	inKey = true
 str: // a string starts at pos; inKey says whether it is a key
 	// stringEnd, inlined for strings without escapes: most of the bytes of an object are in
-	// its strings.
+	// its strings. The closing quote is taken where the word that holds it is tested, so that
+	// the common path does not meet the slow one (whose call makes the compiler save registers).
 	j = pos + 1
 	for j+8 <= n {
 		if m := specialBytes(load64(src, j)); m != 0 {
 			j += bits.TrailingZeros64(m) >> 3
-			goto special
+			if src[j] == '"' {
+				pos = j + 1
+				goto strEnd
+			}
+			break
 		}
 		j += 8
 	}
-	for j < n && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
-		j++
-	}
-special:
-	if j < n && src[j] == '"' {
-		pos = j + 1
-	} else {
-		// escapes, errors, and the end of the input
-		s.pos = pos
-		s.skipString()
-		src = s.src
-		n = len(src)
-		pos = s.pos
-	}
+	// escapes, errors, and the last bytes of the input
+	s.pos = pos
+	s.skipString()
+	src = s.src
+	n = len(src)
+	pos = s.pos
+strEnd:
 	if !inKey {
 		goto after
 	}

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"encoding/json"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -116,4 +117,41 @@ func FuzzSkip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSpecialBytes: for every byte at every place of a word (the others plain, or special as
+// well above it), the lowest flagged byte is the first '"', '\\' or control character.
+func TestSpecialBytes(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	var w [8]byte
+	for c := range 256 {
+		for at := range 8 {
+			for _, fill := range []byte{'a', ' ', '!', 0x80, 0xff, '"', 0} {
+				for i := range w {
+					switch {
+					case i < at:
+						w[i] = 'x'
+					case i == at:
+						w[i] = byte(c)
+					default:
+						w[i] = fill
+					}
+				}
+				want := 8
+				for i, b := range w {
+					if special(b) {
+						want = i
+						break
+					}
+				}
+				got := 8
+				if m := specialBytes(load64(w[:], 0)); m != 0 {
+					got = bits.TrailingZeros64(m) >> 3
+				}
+				if got != want {
+					t.Fatalf("word %q: first special byte at %d, want %d", w, got, want)
+				}
+			}
+		}
+	}
 }

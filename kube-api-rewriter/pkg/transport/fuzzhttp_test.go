@@ -67,7 +67,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		body, readErr := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		ri := rewrite.ParseRequest(req.Method, req.URL)
-		rewritten := rt.rewrites(ri) || strings.HasPrefix(req.URL.Path, "/openapi/")
+		rewritten := rt.rewrites(ri) || isOpenAPI(req)
 		clientWroteInternal := bytes.Contains(bytes.ToLower(raw), []byte("internal")) || bytes.Contains(raw, []byte("%"))
 		if rewritten && readErr == nil && !clientWroteInternal && resp.Header.Get("Content-Encoding") == "" {
 			for _, leak := range []string{IG, "InternalVirtualization", "internalvirtualization"} {

@@ -144,7 +144,7 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp *http.Response
 		err  error
 	)
-	if (strings.HasPrefix(req.URL.Path, "/openapi/v3") || req.URL.Path == "/openapi/v2") && req.Method == http.MethodGet {
+	if isOpenAPI(req) {
 		resp, err = t.openAPIRoundTrip(req)
 	} else if t.rewrites(ri) && req.Header.Get("Upgrade") != "" && answersObjects(ri) {
 		resp = statusResponse(req, http.StatusBadRequest, "BadRequest", fmt.Sprintf(
@@ -612,6 +612,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += n
 	return n, err
+}
+
+// isOpenAPI reports the requests for OpenAPI documents that the engine rewrites: GETs of
+// /openapi/v2 and of /openapi/v3 and below (the apiserver serves nothing else under /openapi/).
+func isOpenAPI(req *http.Request) bool {
+	return req.Method == http.MethodGet && (req.URL.Path == "/openapi/v2" || strings.HasPrefix(req.URL.Path, "/openapi/v3"))
 }
 
 // openAPIRoundTrip serves the OpenAPI v3 index and group-version documents in the component's

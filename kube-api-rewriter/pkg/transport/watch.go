@@ -88,9 +88,11 @@ func (b *watchBody) restore(limit int) error {
 			drop, short bool
 			err         error
 		)
-		// Most reads end with a whole event: it is restored where it lies. When the input ends
-		// elsewhere, the last event has only partly arrived, and walking it would be wasted.
-		if e.endsAtObject() {
+		// An event that has arrived whole is restored where it lies. The apiserver ends every
+		// event with a line end, and a read may end anywhere: the buffered input holds an
+		// event whole when a line end follows it (or the input ends with '}'). Without either,
+		// the event has only partly arrived, and walking it would be wasted.
+		if e.endsAtObject() || bytes.IndexByte(e.buf[e.pos:], '\n') >= 0 {
 			out, n, drop, short, err = t.o.Rewriter.WatchEventPrefix(rewrite.Restore, b.out, e.buf[e.pos:], b.target)
 			e.pos += n
 		} else {
@@ -100,12 +102,7 @@ func (b *watchBody) restore(limit int) error {
 			if len(b.out) > 0 {
 				return nil // hand out what is ready before waiting for the rest of this event
 			}
-			// Read up to the end of the event, then restore it whole.
-			ev, rerr := e.next()
-			if rerr != nil {
-				return rerr
-			}
-			out, drop, err = t.o.Rewriter.WatchEvent(rewrite.Restore, b.out, ev, b.target)
+			out, drop, err = b.restoreArriving()
 		}
 		if err != nil {
 			t.rewriteError("watch_event", rewrite.Restore, err)
@@ -125,6 +122,35 @@ func (b *watchBody) restore(limit int) error {
 		b.out = out
 	}
 	return nil
+}
+
+// restoreArriving reads on until the event at the read position has arrived whole (a line end
+// after it, or input that ends with '}') and restores it, walked once where it lies. Only an event
+// with a line end of its own inside (whitespace) is walked again, found whole by next.
+func (b *watchBody) restoreArriving() (out []byte, drop bool, err error) {
+	rw, e := b.t.o.Rewriter, b.events
+	for {
+		scanned := len(e.buf) - e.pos // bytes after pos known to hold no line end
+		if err := e.fill(); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("watch event cut short: %w", io.ErrUnexpectedEOF)
+			}
+			return nil, false, err
+		}
+		if !e.endsAtObject() && bytes.IndexByte(e.buf[e.pos+scanned:], '\n') < 0 {
+			continue
+		}
+		out, n, drop, short, err := rw.WatchEventPrefix(rewrite.Restore, b.out, e.buf[e.pos:], b.target)
+		if !short {
+			e.pos += n
+			return out, drop, err
+		}
+		ev, err := e.next()
+		if err != nil {
+			return nil, false, err
+		}
+		return rw.WatchEvent(rewrite.Restore, b.out, ev, b.target)
+	}
 }
 
 // finish ends the stream with err: the end of the upstream (or the client closing the body) is
