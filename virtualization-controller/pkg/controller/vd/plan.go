@@ -20,6 +20,11 @@ import (
 // or Filesystem (the default), whose volume holds the disk as disk.img.
 const AnnotationVolumeMode = "virtualization.deckhouse.io/volume-mode"
 
+// AnnotationAccessMode on a StorageClass chooses the access mode of the disks made in it:
+// ReadWriteOnce (the default), or ReadWriteMany for storage every node reaches, which a live
+// migration needs (the claim is not copied: source and target use it at once).
+const AnnotationAccessMode = "virtualization.deckhouse.io/access-mode"
+
 // annotationDefaultClass marks the cluster's default StorageClass.
 const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
@@ -46,6 +51,7 @@ type Deps struct {
 type Plan struct {
 	StorageClass string
 	VolumeMode   corev1.PersistentVolumeMode
+	AccessMode   corev1.PersistentVolumeAccessMode
 	// WaitForFirstConsumer: the class binds volumes where their first Pod is scheduled.
 	WaitForFirstConsumer bool
 	// Size is the disk's size: spec.persistentVolumeClaim.size, or the image's unpacked size.
@@ -100,6 +106,15 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	default:
 		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
 			"StorageClass %s: annotation %s is %q: want Block or Filesystem", sc.Name, AnnotationVolumeMode, m)
+	}
+	switch m := sc.Annotations[AnnotationAccessMode]; m {
+	case "", string(corev1.ReadWriteOnce):
+		plan.AccessMode = corev1.ReadWriteOnce
+	case string(corev1.ReadWriteMany):
+		plan.AccessMode = corev1.ReadWriteMany
+	default:
+		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"StorageClass %s: annotation %s is %q: want ReadWriteOnce or ReadWriteMany", sc.Name, AnnotationAccessMode, m)
 	}
 
 	size := vd.Spec.PersistentVolumeClaim.Size
