@@ -6,6 +6,8 @@ package vd
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -89,6 +91,20 @@ func failed(c vdcondition.Type, reason, format string, args ...any) *Problem {
 	return &Problem{Phase: v1alpha2.DiskFailed, Condition: c, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// classChoice is the value of the class's annotation key, one of allowed; without the annotation
+// the first of them.
+func classChoice(sc *storagev1.StorageClass, key string, allowed ...string) (string, *Problem) {
+	v, ok := sc.Annotations[key]
+	if !ok || v == "" {
+		return allowed[0], nil
+	}
+	if !slices.Contains(allowed, v) {
+		return "", failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"StorageClass %s: annotation %s is %q: want %s", sc.Name, key, v, strings.Join(allowed, " or "))
+	}
+	return v, nil
+}
+
 // MakePlan decides how vd is provisioned from deps, or why it cannot be. It is pure.
 func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	var plan Plan
@@ -98,24 +114,16 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	}
 	plan.StorageClass = sc.Name
 	plan.WaitForFirstConsumer = sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
-	switch m := sc.Annotations[AnnotationVolumeMode]; m {
-	case "", string(corev1.PersistentVolumeFilesystem):
-		plan.VolumeMode = corev1.PersistentVolumeFilesystem
-	case string(corev1.PersistentVolumeBlock):
-		plan.VolumeMode = corev1.PersistentVolumeBlock
-	default:
-		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"StorageClass %s: annotation %s is %q: want Block or Filesystem", sc.Name, AnnotationVolumeMode, m)
+	mode, problem := classChoice(sc, AnnotationVolumeMode, string(corev1.PersistentVolumeFilesystem), string(corev1.PersistentVolumeBlock))
+	if problem != nil {
+		return Plan{}, problem
 	}
-	switch m := sc.Annotations[AnnotationAccessMode]; m {
-	case "", string(corev1.ReadWriteOnce):
-		plan.AccessMode = corev1.ReadWriteOnce
-	case string(corev1.ReadWriteMany):
-		plan.AccessMode = corev1.ReadWriteMany
-	default:
-		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"StorageClass %s: annotation %s is %q: want ReadWriteOnce or ReadWriteMany", sc.Name, AnnotationAccessMode, m)
+	plan.VolumeMode = corev1.PersistentVolumeMode(mode)
+	access, problem := classChoice(sc, AnnotationAccessMode, string(corev1.ReadWriteOnce), string(corev1.ReadWriteMany))
+	if problem != nil {
+		return Plan{}, problem
 	}
+	plan.AccessMode = corev1.PersistentVolumeAccessMode(access)
 
 	size := vd.Spec.PersistentVolumeClaim.Size
 	ds := vd.Spec.DataSource

@@ -79,7 +79,7 @@ func TestMakePlan(t *testing.T) {
 		{name: "no default class", vd: disk(nil, "1Gi", ""), deps: Deps{StorageClasses: local[1:]},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "no default StorageClass"}},
 		{name: "a bad volume mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationVolumeMode: "Tape"})}},
-			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Block or Filesystem`}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Filesystem or Block`}},
 		{name: "a bad access mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationAccessMode: "ReadOnlyMany"})}},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `virtualization.deckhouse.io/access-mode is "ReadOnlyMany": want ReadWriteOnce or ReadWriteMany`}},
 		{name: "blank without size", vd: disk(nil, "", ""), deps: Deps{StorageClasses: local},
