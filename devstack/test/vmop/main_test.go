@@ -54,7 +54,7 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +101,14 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// longContext bounds the whole test: building the module's binaries and installing it on a
+// loaded machine alone can take longer than testenv.Context's five minutes.
+func longContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func (c *cluster) kubectl(t *testing.T, args ...string) string {

@@ -68,7 +68,7 @@ var vmSpec = friendlyvm.Spec{
 // conditions and events are checked on the way, and its duration is logged.
 func TestOperationsOnARealGuest(t *testing.T) {
 	c := startCluster(t, "vmop-a", "vmop-b")
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	var took durations
 	defer func() { t.Logf("operation durations on the tiny guest (TCG):\n%s", strings.Join(took, "\n")) }()
 
