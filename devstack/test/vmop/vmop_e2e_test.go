@@ -58,15 +58,11 @@ var vmSpec = friendlyvm.Spec{
 	TerminationGracePeriodSeconds: 30, UserData: userData,
 }
 
-// TestOperationsOnARealGuest drives one friendly VirtualMachine through the operations the chart's
-// controller carries out: a Migrate of the stopped machine is refused for its phase, Start
-// boots the guest, a second Start is refused for the phase, the spec cannot change, a Pod on the
-// other node talks TCP to the guest at its VirtualMachineIPAddress, a Migrate is refused for
-// liveMigrationPolicy Never, Restart boots the guest again (a new boot ID), a graceful Stop
-// shuts it down and a forced one kills it, a Stop supersedes a Start still booting, and the
-// machine's address is protected while the machine uses it. Every operation's phases,
-// conditions and events are checked on the way, and its duration is logged.
-func TestOperationsOnARealGuest(t *testing.T) {
+// TestOperations drives one friendly VirtualMachine through the operations the chart's
+// controller carries out. Refusals and AddressProtection boot no VM (they need no lock);
+// OnARealGuest boots the guest. Every operation's phases, conditions and events are checked on
+// the way, and the duration of each that changes the guest is logged.
+func TestOperations(t *testing.T) {
 	c := startCluster(t, "vmop-a", "vmop-b")
 	ctx := longContext(t)
 	var took durations
@@ -81,10 +77,54 @@ func TestOperationsOnARealGuest(t *testing.T) {
 	c.kubectl(t, "-n", ns, "wait", "vd/"+vmSpec.Disk, "--for=jsonpath={.status.phase}=Ready", "--timeout=3m")
 	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=2m")
 
-	t.Log("Migrate of the stopped machine fails for its phase")
+	t.Run("Refusals", func(t *testing.T) { checkRefusals(t, c, ctx) })
+	t.Run("OnARealGuest", func(t *testing.T) { checkOnARealGuest(t, c, &took) })
+	t.Run("AddressProtection", func(t *testing.T) { checkAddressProtection(t, c) })
+}
+
+// checkRefusals: on the stopped machine a Migrate and a Stop are refused for its phase, the spec
+// of an operation cannot change, and with runPolicy AlwaysOff a Start is refused for the policy.
+func checkRefusals(t *testing.T, c *cluster, ctx context.Context) {
 	op := runOp(t, c, "migrate-stopped", v1alpha2.VMOPTypeMigrate, false, time.Minute)
 	expectFailed(t, c, op, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Migrate is not applicable for VirtualMachine in phase Stopped")
+	stop := runOp(t, c, "stop-stopped", v1alpha2.VMOPTypeStop, false, time.Minute)
+	expectFailed(t, c, stop, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Stop is not applicable for VirtualMachine in phase Stopped")
+	if out := c.kubectl(t, "-n", ns, "get", "vmop", "stop-stopped"); !strings.Contains(out, "PHASE") || !strings.Contains(out, "Failed") || !strings.Contains(out, vmName) {
+		t.Errorf("kubectl get vmop:\n%s", out)
+	}
 
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"Start"}}`))
+	if err := c.admin.Patch(ctx, stop, patch); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("changing spec.type: %v, want the immutability denial", err)
+	}
+
+	setMachineSpec(t, c, `{"spec":{"runPolicy":"AlwaysOff"}}`, func(vm *v1alpha2.VirtualMachine) bool { return vm.Spec.RunPolicy == v1alpha2.AlwaysOffPolicy })
+	off := runOp(t, c, "start-always-off", v1alpha2.VMOPTypeStart, false, time.Minute)
+	expectFailed(t, c, off, vmopcondition.ReasonNotApplicableForRunPolicy, "Operation type Start is not applicable for VirtualMachine with runPolicy AlwaysOff")
+	setMachineSpec(t, c, `{"spec":{"runPolicy":"Manual"}}`, func(vm *v1alpha2.VirtualMachine) bool { return vm.Spec.RunPolicy == v1alpha2.ManualPolicy })
+}
+
+// setMachineSpec patches the machine and waits until the apiserver shows the change.
+func setMachineSpec(t *testing.T, c *cluster, patch string, applied func(*v1alpha2.VirtualMachine) bool) {
+	t.Helper()
+	c.kubectl(t, "-n", ns, "patch", "vm/"+vmName, "--type=merge", "-p", patch)
+	eventually(t, 30*time.Second, "the machine patched with "+patch, func(ctx context.Context) error {
+		vm := &v1alpha2.VirtualMachine{}
+		if err := c.admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, vm); err != nil {
+			return err
+		}
+		if !applied(vm) {
+			return fmt.Errorf("spec %+v", vm.Spec)
+		}
+		return nil
+	})
+}
+
+// checkOnARealGuest: Start boots the guest, a second Start is refused for the phase, a Pod on
+// the other node talks TCP to the guest at its VirtualMachineIPAddress, a Migrate is refused for
+// liveMigrationPolicy Never, Restart boots the guest again (a new boot ID), a graceful Stop
+// shuts it down and a forced one kills it, and a Stop supersedes a Start still booting.
+func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 	t.Log("Start boots the guest")
 	start := runOp(t, c, "start", v1alpha2.VMOPTypeStart, false, 5*time.Minute)
 	expectPhase(t, start, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
@@ -98,29 +138,12 @@ func TestOperationsOnARealGuest(t *testing.T) {
 	t.Log("Start of the running machine fails with its reason")
 	again := runOp(t, c, "start-again", v1alpha2.VMOPTypeStart, false, time.Minute)
 	expectFailed(t, c, again, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Start is not applicable for VirtualMachine in phase Running")
-	if out := c.kubectl(t, "-n", ns, "get", "vmop", "start-again"); !strings.Contains(out, "PHASE") || !strings.Contains(out, "Failed") || !strings.Contains(out, vmName) {
-		t.Errorf("kubectl get vmop:\n%s", out)
-	}
-
-	t.Log("the spec of an operation cannot change")
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"Stop"}}`))
-	if err := c.admin.Patch(ctx, again, patch); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
-		t.Errorf("changing spec.type: %v, want the immutability denial", err)
-	}
 
 	checkTCPFromAnotherNode(t, c, vmi)
 
 	t.Log("Migrate of a machine with liveMigrationPolicy Never fails for the policy")
-	c.kubectl(t, "-n", ns, "patch", "vm/"+vmName, "--type=merge", "-p", `{"spec":{"liveMigrationPolicy":"Never"}}`)
-	eventually(t, 30*time.Second, "the policy in the cache", func(ctx context.Context) error {
-		vm := &v1alpha2.VirtualMachine{}
-		if err := c.admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, vm); err != nil {
-			return err
-		}
-		if vm.Spec.LiveMigrationPolicy != v1alpha2.NeverMigrationPolicy {
-			return fmt.Errorf("liveMigrationPolicy %q", vm.Spec.LiveMigrationPolicy)
-		}
-		return nil
+	setMachineSpec(t, c, `{"spec":{"liveMigrationPolicy":"Never"}}`, func(vm *v1alpha2.VirtualMachine) bool {
+		return vm.Spec.LiveMigrationPolicy == v1alpha2.NeverMigrationPolicy
 	})
 	never := runOp(t, c, "migrate-never", v1alpha2.VMOPTypeMigrate, false, time.Minute)
 	expectFailed(t, c, never, vmopcondition.ReasonNotApplicableForLiveMigrationPolicy, "Operation type Migrate is not applicable for VirtualMachine with liveMigrationPolicy Never")
@@ -177,8 +200,6 @@ func TestOperationsOnARealGuest(t *testing.T) {
 		}
 		return client.IgnoreNotFound(err)
 	})
-
-	checkAddressProtection(t, c)
 }
 
 // checkTCPFromAnotherNode runs a Pod on the node the guest does not run on; it connects to the
