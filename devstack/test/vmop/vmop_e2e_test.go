@@ -316,7 +316,7 @@ func waitOp(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, time
 		if op.Status.Progress != "" {
 			step += " " + op.Status.Progress
 		}
-		if n := len(seen); n == 0 || seen[n-1] != step {
+		if n := len(seen); step != "" && (n == 0 || seen[n-1] != step) {
 			seen = append(seen, step)
 		}
 		if !vmop.IsFinished(op) {
