@@ -4,14 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,50 +20,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/module"
-	"github.com/d8virt/devstack/testenv"
 )
 
 // imagesNamespace holds the test's VirtualImages.
 const imagesNamespace = "module-e2e-images"
-
-// guestFiles serves the tiny guest's disk (and gzipped), a NoCloud ISO and an HTML page from
-// the test host, at an address the node's pods reach (the local network's gateway).
-type guestFiles struct {
-	url   string
-	files map[string][]byte
-}
-
-func serveGuestFiles(t *testing.T, ctx context.Context) guestFiles {
-	t.Helper()
-	g := guestFiles{files: guesttest.ImportFiles(t, ctx)}
-	dir := t.TempDir()
-	for n, b := range g.files {
-		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(testenv.Get(t).Net.GatewayIP().String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	g.url = "http://" + l.Addr().String()
-	return g
-}
-
-// httpSource is an HTTP dataSource (YAML under `dataSource:`) for file with checksum (sha256).
-func (g guestFiles) httpSource(file, checksum string) string {
-	return fmt.Sprintf("\n    type: HTTP\n    http:\n      url: %s/%s\n      checksum:\n        sha256: \"%s\"", g.url, file, checksum)
-}
-
-func (g guestFiles) sha256(file string) string {
-	s := sha256.Sum256(g.files[file])
-	return hex.EncodeToString(s[:])
-}
 
 // checkImageImports imports through the chart's virtualization-controller, importer Pods and
 // DVCR: HTTP sources into cvis (right and wrong checksums, a 404, a page that is no image), an
@@ -76,7 +35,7 @@ func checkImageImports(t *testing.T, ctx context.Context, st *stack) {
 	t.Helper()
 	t.Log("virtualization-controller imports images into DVCR")
 	kc := st.s.KubeconfigPath()
-	g := serveGuestFiles(t, ctx)
+	g := friendlyvm.ServeGuestFiles(t, ctx)
 	d := dvcrAccess(t, ctx, st)
 	st.kubectl(t, kc, "create", "namespace", imagesNamespace)
 	defer st.kubectl(t, kc, "delete", "namespace", imagesNamespace, "--wait=false")
@@ -98,12 +57,12 @@ data:
 	vi := func(n, source string) {
 		manifest += fmt.Sprintf("---\napiVersion: virtualization.deckhouse.io/v1alpha2\nkind: VirtualImage\nmetadata: {name: %s, namespace: %s}\nspec:\n  storage: ContainerRegistry\n  dataSource:%s\n", n, imagesNamespace, source)
 	}
-	cvi("e2e-qcow2", g.httpSource("disk.qcow2", g.sha256("disk.qcow2")))
-	cvi("e2e-gz", g.httpSource("disk.qcow2.gz", g.sha256("disk.qcow2.gz")))
-	cvi("e2e-wrong-sum", g.httpSource("disk.qcow2", strings.Repeat("0", 64)))
-	cvi("e2e-404", g.httpSource("missing.qcow2", strings.Repeat("0", 64)))
-	cvi("e2e-html", g.httpSource("index.html", g.sha256("index.html")))
-	vi("e2e-iso", g.httpSource("cidata.iso", g.sha256("cidata.iso")))
+	cvi("e2e-qcow2", g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2")))
+	cvi("e2e-gz", g.HTTPSource("disk.qcow2.gz", g.SHA256("disk.qcow2.gz")))
+	cvi("e2e-wrong-sum", g.HTTPSource("disk.qcow2", strings.Repeat("0", 64)))
+	cvi("e2e-404", g.HTTPSource("missing.qcow2", strings.Repeat("0", 64)))
+	cvi("e2e-html", g.HTTPSource("index.html", g.SHA256("index.html")))
+	vi("e2e-iso", g.HTTPSource("cidata.iso", g.SHA256("cidata.iso")))
 	vi("e2e-from-cvi", "\n    type: ObjectRef\n    objectRef: {kind: ClusterVirtualImage, name: e2e-qcow2}")
 	vi("e2e-upload", "\n    type: Upload")
 	// The images go while the controller runs: it removes their finalizers.
@@ -138,8 +97,8 @@ data:
 			t.Errorf("cvi/%s status: %s", n, got)
 		}
 	}
-	if disk := pullDisk(t, ctx, d, "cvi/e2e-qcow2:latest"); !bytes.Equal(disk, g.files["disk.qcow2"]) {
-		t.Errorf("DVCR's cvi/e2e-qcow2 holds %d bytes, not the %d served", len(disk), len(g.files["disk.qcow2"]))
+	if disk := pullDisk(t, ctx, d, "cvi/e2e-qcow2:latest"); !bytes.Equal(disk, g.Files["disk.qcow2"]) {
+		t.Errorf("DVCR's cvi/e2e-qcow2 holds %d bytes, not the %d served", len(disk), len(g.Files["disk.qcow2"]))
 	}
 
 	// A registry source is read when it is created: the image it names must be there by then.
@@ -176,8 +135,8 @@ data:
 	if got, want := get("vi/e2e-from-cvi", "{.status.sourceUID}"), get("cvi/e2e-qcow2", "{.metadata.uid}"); got != want {
 		t.Errorf("vi/e2e-from-cvi sourceUID %s, want %s", got, want)
 	}
-	if disk := pullDisk(t, ctx, d, "vi/"+imagesNamespace+"/e2e-registry:latest"); !bytes.Equal(disk, g.files["disk.qcow2"]) {
-		t.Errorf("vi/e2e-registry holds %d bytes, not the guest's %d", len(disk), len(g.files["disk.qcow2"]))
+	if disk := pullDisk(t, ctx, d, "vi/"+imagesNamespace+"/e2e-registry:latest"); !bytes.Equal(disk, g.Files["disk.qcow2"]) {
+		t.Errorf("vi/e2e-registry holds %d bytes, not the guest's %d", len(disk), len(g.Files["disk.qcow2"]))
 	}
 
 	t.Log("an upload: WaitForUserUpload with its URL; a wrong token is refused, curl -T with the right one reaches Ready")
@@ -188,7 +147,7 @@ data:
 	token := get("vi/e2e-upload", `{.metadata.annotations.virtualization\.deckhouse\.io/upload-token}`)
 	uid := get("vi/e2e-upload", "{.metadata.uid}")
 	disk := filepath.Join(t.TempDir(), "disk.qcow2")
-	if err := os.WriteFile(disk, g.files["disk.qcow2"], 0o600); err != nil {
+	if err := os.WriteFile(disk, g.Files["disk.qcow2"], 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The host reaches cluster IPs; it does not resolve Service names, so curl is told the one.

@@ -2,7 +2,6 @@ package module
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,56 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
 )
 
-// vmManifest: a default class, a VirtualDisk made from the ClusterVirtualImage module-e2e-root
+// vmSpec: a default class, a VirtualDisk made from the ClusterVirtualImage module-e2e-root
 // (created later by the test: until then the disk waits for its source), and a friendly VM that
 // names no class, with runPolicy AlwaysOff and inline cloud-init.
-const vmManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
-kind: VirtualMachineClass
-metadata:
-  name: module-e2e
-  annotations:
-    virtualmachineclass.virtualization.deckhouse.io/is-default-class: "true"
-spec:
-  cpu:
-    type: Host
----
-apiVersion: virtualization.deckhouse.io/v1alpha2
-kind: VirtualDisk
-metadata:
-  name: module-e2e-root
-  namespace: default
-spec:
-  persistentVolumeClaim:
-    size: 64Mi
-  dataSource:
-    type: ObjectRef
-    objectRef: {kind: ClusterVirtualImage, name: module-e2e-root}
----
-apiVersion: virtualization.deckhouse.io/v1alpha2
-kind: VirtualMachine
-metadata:
-  name: module-e2e
-  namespace: default
-spec:
-  runPolicy: AlwaysOff
-  cpu:
-    cores: 1
-    coreFraction: 50%
-  memory:
-    size: 128Mi
-  blockDeviceRefs:
-    - kind: VirtualDisk
-      name: module-e2e-root
-  provisioning:
-    type: UserData
-    userData: |
-      #cloud-config
-      runcmd:
-      - echo hello from module-e2e
-`
+var vmSpec = friendlyvm.Spec{
+	Name: "module-e2e", Namespace: "default", Class: "module-e2e", DefaultClass: true,
+	Disk: "module-e2e-root", DiskSize: "64Mi", Image: "module-e2e-root",
+	RunPolicy: "AlwaysOff", Cores: 1, CoreFraction: "50%", Memory: "128Mi",
+	UserData: "#cloud-config\nruncmd:\n- echo hello from module-e2e\n",
+}
 
 // checkVirtualMachine checks the VirtualMachine controller through the chart's
 // virtualization-controller and its rewriter sidecar, with kubectl and the friendly kinds only
@@ -75,7 +37,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Log("virtualization-controller: a VirtualMachine becomes an internal VM and follows its run policy")
 	kc := st.s.KubeconfigPath()
 	manifest := filepath.Join(t.TempDir(), "vm.yaml")
-	if err := os.WriteFile(manifest, []byte(vmManifest), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(vmSpec.Manifest()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st.kubectl(t, kc, "apply", "-f", manifest)
@@ -102,9 +64,8 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	}
 
 	t.Log("the ClusterVirtualImage the disk is made from is imported over HTTP, then the disk from it")
-	g := serveGuestFiles(t, ctx)
-	image := fmt.Sprintf("apiVersion: virtualization.deckhouse.io/v1alpha2\nkind: ClusterVirtualImage\nmetadata: {name: module-e2e-root}\nspec:\n  dataSource:%s\n",
-		g.httpSource("disk.qcow2", g.sha256("disk.qcow2")))
+	g := friendlyvm.ServeGuestFiles(t, ctx)
+	image := friendlyvm.ImageYAML(vmSpec.Image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2")))
 	imageFile := filepath.Join(t.TempDir(), "cvi.yaml")
 	if err := os.WriteFile(imageFile, []byte(image), 0o600); err != nil {
 		t.Fatal(err)

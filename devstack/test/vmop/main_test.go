@@ -1,11 +1,15 @@
-// Package vmop runs VirtualMachineOperations against real guests: a stack of its own with
-// kubevirt-core on two local nodes, the friendly CRDs, and virtualization-controller's
-// VirtualMachineOperation reconciler in the test process, talking kubevirt.io through a real
-// kube-api-rewriter as it does behind its sidecar.
+// Package vmop runs VirtualMachineOperations against a real guest through the chart's
+// virtualization-controller: a cluster with the module installed from the chart on two local
+// nodes (devstack/moduletest), and a friendly VirtualMachine that boots the tiny guest from a
+// VirtualDisk made from a ClusterVirtualImage imported over HTTP (devstack/friendlyvm, as the
+// module e2e sets it up). It boots VMs, so it holds the machine-wide lock:
+//
+//	flock /tmp/vm-boot.lock go test -count=1 -v ./devstack/test/vmop/
 package vmop
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,22 +21,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
-	kubevirtv1 "kubevirt.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
-	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
+	"github.com/d8virt/kubevirt-core/pkg/corescheme"
 )
 
 func TestMain(m *testing.M) {
@@ -40,42 +35,34 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// guestImage is the containerDisk reference the tests' VMs boot.
-const guestImage = "d8v.local/tiny-guest:vmop"
-
-// cluster is the private stack of a test, seen through the rewriter.
+// cluster is the module's cluster of a test.
 type cluster struct {
-	rest *rest.Config
-	kc   client.Client
-	// cached is the controller's cached client, which its phase metric reads.
-	cached client.Reader
-	nodes  []string
+	// kubeconfig is the admin's; admin reads and writes the friendly kinds and core objects.
+	kubeconfig string
+	admin      client.Client
+	// kubevirt talks kubevirt.io through a rewriter, as users of the core do (the internal VMIs);
+	// kubevirtREST is its config, for the console.
+	kubevirt     client.Client
+	kubevirtREST *rest.Config
+	nodes        []string
 }
 
-// startCluster imports the guest image, starts a stack of its own with the module installed
-// from the chart on the given nodes, and runs the VirtualMachineOperation reconciler against it
-// until the test ends.
+// startCluster takes the suite's cluster with the module (moduletest.Installed) or starts one of
+// its own on the nodes; one of its own goes when the test ends.
 func startCluster(t *testing.T, nodes ...string) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx := testenv.Context(t)
+	ctx := longContext(t)
 	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := guest.BuildImage(ctx)
+	// The suite's shared cluster, or one of the package's own on the nodes.
+	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, Log: os.Stderr})
 	if err != nil {
-		t.Fatalf("guest image: %v", err)
-	}
-	store := t.TempDir()
-	if _, err := nodeagent.ImportImage(store, guestImage, img.Disk); err != nil {
-		t.Fatal(err)
-	}
-	mc, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: store, Log: os.Stderr})
-	if err != nil {
-		t.Fatalf("stack: %v", err)
+		t.Fatalf("the cluster with the module: %v", err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -87,58 +74,55 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 			t.Errorf("stop the stack: %v", err)
 		}
 	})
-	if err := mc.Install(ctx); err != nil {
-		t.Fatalf("install the module: %v", err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", mc.Kubevirt)
+	c := &cluster{kubeconfig: mc.Stack.KubeconfigPath(), nodes: mc.Nodes}
+	adminREST, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, kubevirtv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kc, err := client.New(cfg, client.Options{Scheme: scheme})
+	if c.admin, err = client.New(adminREST, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if c.kubevirtREST, err = clientcmd.BuildConfigFromFlags("", mc.Kubevirt); err != nil {
+		t.Fatal(err)
+	}
+	core, err := corescheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{rest: cfg, kc: kc, cached: runController(t, cfg, scheme), nodes: nodes}
+	if c.kubevirt, err = client.New(c.kubevirtREST, client.Options{Scheme: core}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
-// runController runs a manager with the VirtualMachineOperation reconciler, as
-// virtualization-controller's pkg/app wires it, through the rewriter kubeconfig.
-func runController(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme) client.Reader {
+// longContext bounds the whole test: building the module's binaries and installing it on a
+// loaded machine alone can take longer than testenv.Context's five minutes.
+func longContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (c *cluster) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
+	return testenv.Kubectl(t, c.kubeconfig, args...)
+}
+
+// apply applies manifest; cleanup deletes it when the test ends.
+func (c *cluster) apply(t *testing.T, name, manifest string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name+".yaml")
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := vmop.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
-	if err := r.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	sync, syncCancel := context.WithTimeout(ctx, time.Minute)
-	defer syncCancel()
-	if !mgr.GetCache().WaitForCacheSync(sync) {
-		t.Fatal("the controller's cache does not sync")
-	}
-	return mgr.GetClient()
+	c.kubectl(t, "apply", "-f", file)
+	t.Cleanup(func() { c.kubectl(t, "delete", "-f", file, "--ignore-not-found", "--timeout=3m") })
 }
 
 // eventually polls check until it is nil or the timeout passes.
@@ -156,4 +140,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(con
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// durations are the measured operations, logged at the end of the test.
+type durations []string
+
+func (d *durations) add(op string, took time.Duration) {
+	*d = append(*d, fmt.Sprintf("%-12s %s", op, took.Round(100*time.Millisecond)))
 }

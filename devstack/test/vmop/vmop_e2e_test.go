@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -22,80 +19,141 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
+	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 )
 
-// userData keeps printing a marker, so that a console opened at any time sees the guest is up.
+const (
+	ns       = "vmop-e2e"
+	vmName   = "worker"
+	tcpPort  = 7000
+	tcpHello = "ping-42"
+)
+
+// userData keeps printing a marker, so that a console opened at any time sees the guest is up,
+// and serves TCP port 7000 with busybox nc: each connection's first line comes back as
+// "guest <hostname> got [<line>]".
 const userData = `#!/bin/sh
+cat >/run/tcp-answer.sh <<'EOS'
+#!/bin/sh
+read line
+echo "guest $(hostname) got [$line]"
+EOS
+chmod +x /run/tcp-answer.sh
+nc -ll -p 7000 -e /run/tcp-answer.sh &
 (while true; do echo "vmop-marker from $(hostname)"; sleep 2; done) &
 `
 
-// TestOperationsOnARealGuest drives one machine through every operation type: Start boots the
-// guest, a second Start fails for the phase, Migrate and Evict move the running guest between
-// the two nodes (its boot ID unchanged), Restart boots it again (a new boot ID), a graceful Stop
-// shuts it down and a forced Stop kills it, and a Stop supersedes a Start still booting the
-// guest. Every operation's status, events and phase metric are checked on the way.
-func TestOperationsOnARealGuest(t *testing.T) {
-	// It passed on the core without the chart (devstack/coretest, since removed). On the chart's
-	// module the chart's virtualization-controller runs this reconciler and the VirtualMachine
-	// reconciler itself, and its webhook checks the machine's block devices: the test's stand-ins
-	// (its own internal VM, the phase mirror, the in-process reconciler) must give way to a
-	// friendly VM that boots from a disk.
-	t.Skip("to be moved onto the chart's controller: a friendly VM booting from a VirtualDisk on the local stack")
-	c := startCluster(t, "node-a", "node-b")
-	ctx := testenv.Context(t)
-	ns := "default"
-	vm := machine(t, c, ns, "worker")
-	mirrorPhase(t, c, vm)
+// vmSpec is the machine the operations act on: runPolicy Manual, so it starts and stops only by
+// the operations.
+var vmSpec = friendlyvm.Spec{
+	Name: vmName, Namespace: ns, Class: "vmop-e2e",
+	Disk: "root", DiskSize: "64Mi", Image: "vmop-e2e-root",
+	RunPolicy: string(v1alpha2.ManualPolicy), Cores: 1, CoreFraction: "100%", Memory: "128Mi",
+	TerminationGracePeriodSeconds: 30, UserData: userData,
+}
 
+// TestOperations drives one friendly VirtualMachine through the operations the chart's
+// controller carries out. Refusals and AddressProtection boot no VM (they need no lock);
+// OnARealGuest boots the guest. Every operation's phases, conditions and events are checked on
+// the way, and the duration of each that changes the guest is logged.
+func TestOperations(t *testing.T) {
+	c := startCluster(t, "vmop-a", "vmop-b")
+	ctx := longContext(t)
+	var took durations
+	defer func() { t.Logf("operation durations on the tiny guest (TCG):\n%s", strings.Join(took, "\n")) }()
+
+	c.kubectl(t, "create", "namespace", ns)
+	t.Cleanup(func() { c.kubectl(t, "delete", "namespace", ns, "--timeout=3m") })
+	g := friendlyvm.ServeGuestFiles(t, ctx)
+	c.apply(t, "image", friendlyvm.ImageYAML(vmSpec.Image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
+	c.apply(t, "vm", vmSpec.Manifest())
+	c.kubectl(t, "wait", "cvi/"+vmSpec.Image, "--for=jsonpath={.status.phase}=Ready", "--timeout=3m")
+	c.kubectl(t, "-n", ns, "wait", "vd/"+vmSpec.Disk, "--for=jsonpath={.status.phase}=Ready", "--timeout=3m")
+	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=2m")
+
+	t.Run("Refusals", func(t *testing.T) { checkRefusals(t, c, ctx) })
+	t.Run("OnARealGuest", func(t *testing.T) { checkOnARealGuest(t, c, &took) })
+	t.Run("AddressProtection", func(t *testing.T) { checkAddressProtection(t, c) })
+}
+
+// checkRefusals: on the stopped machine a Migrate and a Stop are refused for its phase, the spec
+// of an operation cannot change, and with runPolicy AlwaysOff a Start is refused for the policy.
+func checkRefusals(t *testing.T, c *cluster, ctx context.Context) {
+	op := runOp(t, c, "migrate-stopped", v1alpha2.VMOPTypeMigrate, false, time.Minute)
+	expectFailed(t, c, op, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Migrate is not applicable for VirtualMachine in phase Stopped")
+	stop := runOp(t, c, "stop-stopped", v1alpha2.VMOPTypeStop, false, time.Minute)
+	expectFailed(t, c, stop, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Stop is not applicable for VirtualMachine in phase Stopped")
+	if out := c.kubectl(t, "-n", ns, "get", "vmop", "stop-stopped"); !strings.Contains(out, "PHASE") || !strings.Contains(out, "Failed") || !strings.Contains(out, vmName) {
+		t.Errorf("kubectl get vmop:\n%s", out)
+	}
+
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"Start"}}`))
+	if err := c.admin.Patch(ctx, stop, patch); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("changing spec.type: %v, want the immutability denial", err)
+	}
+
+	setMachineSpec(t, c, `{"spec":{"runPolicy":"AlwaysOff"}}`, func(vm *v1alpha2.VirtualMachine) bool { return vm.Spec.RunPolicy == v1alpha2.AlwaysOffPolicy })
+	off := runOp(t, c, "start-always-off", v1alpha2.VMOPTypeStart, false, time.Minute)
+	expectFailed(t, c, off, vmopcondition.ReasonNotApplicableForRunPolicy, "Operation type Start is not applicable for VirtualMachine with runPolicy AlwaysOff")
+	setMachineSpec(t, c, `{"spec":{"runPolicy":"Manual"}}`, func(vm *v1alpha2.VirtualMachine) bool { return vm.Spec.RunPolicy == v1alpha2.ManualPolicy })
+}
+
+// setMachineSpec patches the machine and waits until the apiserver shows the change.
+func setMachineSpec(t *testing.T, c *cluster, patch string, applied func(*v1alpha2.VirtualMachine) bool) {
+	t.Helper()
+	c.kubectl(t, "-n", ns, "patch", "vm/"+vmName, "--type=merge", "-p", patch)
+	eventually(t, 30*time.Second, "the machine patched with "+patch, func(ctx context.Context) error {
+		vm := &v1alpha2.VirtualMachine{}
+		if err := c.admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, vm); err != nil {
+			return err
+		}
+		if !applied(vm) {
+			return fmt.Errorf("spec %+v", vm.Spec)
+		}
+		return nil
+	})
+}
+
+// checkOnARealGuest: Start boots the guest, a second Start is refused for the phase, a Pod on
+// the other node talks TCP to the guest at its VirtualMachineIPAddress, a Migrate is refused for
+// liveMigrationPolicy Never, Restart boots the guest again (a new boot ID), a graceful Stop
+// shuts it down and a forced one kills it, and a Stop supersedes a Start still booting.
+func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 	t.Log("Start boots the guest")
-	start := runOp(t, c, ns, "start", v1alpha2.VMOPTypeStart, false, 5*time.Minute)
+	start := runOp(t, c, "start", v1alpha2.VMOPTypeStart, false, 5*time.Minute)
 	expectPhase(t, start, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
-	vmi := runningVMI(t, c, ns, vm.Name)
+	expectSignalSent(t, start)
+	took.add("Start", finishedIn(start))
+	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Running", "--timeout=1m")
+	vmi := runningVMI(t, c)
 	con := guestConsole(t, c, vmi)
 	boot := guestValue(t, con, "boot", bootIDScript)
 
 	t.Log("Start of the running machine fails with its reason")
-	again := runOp(t, c, ns, "start-again", v1alpha2.VMOPTypeStart, false, time.Minute)
-	expectPhase(t, again, v1alpha2.VMOPPhaseFailed, vmopcondition.ReasonNotApplicableForVMPhase)
-	if msg := completed(again).Message; msg != "Operation type Start is not applicable for VirtualMachine in phase Running" {
-		t.Errorf("message %q", msg)
-	}
-	expectEvent(t, c, again, "Warning", "Failed")
+	again := runOp(t, c, "start-again", v1alpha2.VMOPTypeStart, false, time.Minute)
+	expectFailed(t, c, again, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Start is not applicable for VirtualMachine in phase Running")
 
-	t.Log("the spec of an operation cannot change")
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"Stop"}}`))
-	if err := c.kc.Patch(ctx, again, patch); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
-		t.Errorf("changing spec.type: %v, want the immutability denial", err)
-	}
+	checkTCPFromAnotherNode(t, c, vmi)
 
-	for _, typ := range []v1alpha2.VMOPType{v1alpha2.VMOPTypeMigrate, v1alpha2.VMOPTypeEvict} {
-		from := vmi.Status.NodeName
-		t.Logf("%s moves the guest off %s", typ, from)
-		op := runOp(t, c, ns, strings.ToLower(string(typ)), typ, false, 5*time.Minute)
-		expectPhase(t, op, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
-		if op.Status.Progress != "100%" {
-			t.Errorf("%s progress %q", typ, op.Status.Progress)
-		}
-		vmi = runningVMI(t, c, ns, vm.Name)
-		if vmi.Status.NodeName == from {
-			t.Errorf("after %s the VMI still runs on %s", typ, from)
-		}
-		con = guestConsole(t, c, vmi)
-		if got := guestValue(t, con, "boot", bootIDScript); got != boot {
-			t.Errorf("boot ID %s after %s, was %s: the guest booted again", got, typ, boot)
-		}
-	}
+	t.Log("Migrate of a machine with liveMigrationPolicy Never fails for the policy")
+	setMachineSpec(t, c, `{"spec":{"liveMigrationPolicy":"Never"}}`, func(vm *v1alpha2.VirtualMachine) bool {
+		return vm.Spec.LiveMigrationPolicy == v1alpha2.NeverMigrationPolicy
+	})
+	never := runOp(t, c, "migrate-never", v1alpha2.VMOPTypeMigrate, false, time.Minute)
+	expectFailed(t, c, never, vmopcondition.ReasonNotApplicableForLiveMigrationPolicy, "Operation type Migrate is not applicable for VirtualMachine with liveMigrationPolicy Never")
 
 	t.Log("Restart boots the guest again")
-	restart := runOp(t, c, ns, "restart", v1alpha2.VMOPTypeRestart, false, 5*time.Minute)
+	restart := runOp(t, c, "restart", v1alpha2.VMOPTypeRestart, false, 5*time.Minute)
 	expectPhase(t, restart, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+	took.add("Restart", finishedIn(restart))
 	old := vmi.UID
-	vmi = runningVMI(t, c, ns, vm.Name)
+	vmi = runningVMI(t, c)
 	if vmi.UID == old {
 		t.Error("Restart completed with the old VMI")
 	}
@@ -105,32 +163,30 @@ func TestOperationsOnARealGuest(t *testing.T) {
 	}
 
 	t.Log("a graceful Stop shuts the guest down")
-	stop := runOp(t, c, ns, "stop", v1alpha2.VMOPTypeStop, false, 3*time.Minute)
+	stop := runOp(t, c, "stop", v1alpha2.VMOPTypeStop, false, 3*time.Minute)
 	expectPhase(t, stop, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+	took.add("Stop", finishedIn(stop))
 	expectNoQEMU(t, vmi)
+	if _, err := con.WaitFor(regexp.MustCompile(`D8V-GUEST-SHUTDOWN`), 10*time.Second); err != nil {
+		t.Errorf("no shutdown on the console of a graceful Stop: %v", err)
+	}
+	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=1m")
 
 	t.Log("a forced Stop kills it")
-	expectPhase(t, runOp(t, c, ns, "start-2", v1alpha2.VMOPTypeStart, false, 5*time.Minute), v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
-	vmi = runningVMI(t, c, ns, vm.Name)
-	began := time.Now()
-	kill := runOp(t, c, ns, "kill", v1alpha2.VMOPTypeStop, true, 2*time.Minute)
+	start2 := runOp(t, c, "start-2", v1alpha2.VMOPTypeStart, false, 5*time.Minute)
+	expectPhase(t, start2, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+	took.add("Start", finishedIn(start2))
+	vmi = runningVMI(t, c)
+	kill := runOp(t, c, "kill", v1alpha2.VMOPTypeStop, true, 2*time.Minute)
 	expectPhase(t, kill, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+	took.add("Stop force", finishedIn(kill))
 	expectNoQEMU(t, vmi)
-	t.Logf("forced Stop took %s (grace period %ds)", time.Since(began).Round(time.Second), *gracePeriod)
 
 	t.Log("a Stop supersedes the Start that is still booting the guest")
-	boot3 := createOp(t, c, ns, "start-3", v1alpha2.VMOPTypeStart, false)
-	eventually(t, 2*time.Minute, "worker Starting", func(ctx context.Context) error {
-		cur := &v1alpha2.VirtualMachine{}
-		if err := c.kc.Get(ctx, client.ObjectKeyFromObject(vm), cur); err != nil {
-			return err
-		}
-		if cur.Status.Phase != v1alpha2.MachineStarting {
-			return fmt.Errorf("phase %s", cur.Status.Phase)
-		}
-		return nil
-	})
-	halt := waitOp(t, c, createOp(t, c, ns, "halt", v1alpha2.VMOPTypeStop, false), 3*time.Minute)
+	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=1m")
+	boot3 := createOp(t, c, "start-3", v1alpha2.VMOPTypeStart, false)
+	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Starting", "--timeout=2m")
+	halt := waitOp(t, c, createOp(t, c, "halt", v1alpha2.VMOPTypeStop, false), 3*time.Minute)
 	expectPhase(t, halt, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
 	superseded := waitOp(t, c, boot3, time.Minute)
 	expectPhase(t, superseded, v1alpha2.VMOPPhaseSuperseded, vmopcondition.ReasonSuperseded)
@@ -138,170 +194,119 @@ func TestOperationsOnARealGuest(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 	eventually(t, time.Minute, "no VMI left", func(ctx context.Context) error {
-		err := c.kc.Get(ctx, client.ObjectKeyFromObject(vm), &kubevirtv1.VirtualMachineInstance{})
+		err := c.kubevirt.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, &kubevirtv1.VirtualMachineInstance{})
 		if err == nil {
 			return fmt.Errorf("the VMI is still there")
 		}
 		return client.IgnoreNotFound(err)
 	})
-	expectNoQEMU(t, vmi)
-
-	t.Log("the phase metric")
-	want := map[string]v1alpha2.VMOPPhase{"start": v1alpha2.VMOPPhaseCompleted, "start-again": v1alpha2.VMOPPhaseFailed, "kill": v1alpha2.VMOPPhaseCompleted, "start-3": v1alpha2.VMOPPhaseSuperseded}
-	got := phaseMetric(t, c)
-	for name, phase := range want {
-		for _, p := range vmop.Phases {
-			v, ok := got[ns+"/"+name+"/"+string(p)]
-			if !ok || (v == 1) != (p == phase) {
-				t.Errorf("%s{name=%q,phase=%q} = %v (present %v), want it 1 for %s only", vmop.MetricStatusPhase, name, p, v, ok, phase)
-			}
-		}
-	}
 }
 
-var gracePeriod = ptr.To(int64(30))
-
-// machine creates the friendly VirtualMachine and, standing in for the VirtualMachine
-// reconciler (pkg/controller/vm, not there yet), the internal VM of the same name with
-// runStrategy Manual, as that reconciler makes it. Both go when the test ends.
-func machine(t *testing.T, c *cluster, ns, name string) *v1alpha2.VirtualMachine {
+// checkTCPFromAnotherNode runs a Pod on the node the guest does not run on; it connects to the
+// VirtualMachineIPAddress's address, port 7000, and the guest's answer comes back in its log.
+func checkTCPFromAnotherNode(t *testing.T, c *cluster, vmi *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
-	ctx := testenv.Context(t)
-	vm := &v1alpha2.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha2.VirtualMachineSpec{
-			RunPolicy:       v1alpha2.ManualPolicy,
-			CPU:             v1alpha2.CPUSpec{Cores: 1, CoreFraction: "100%"},
-			Memory:          v1alpha2.MemorySpec{Size: resource.MustParse("128Mi")},
-			BlockDeviceRefs: []v1alpha2.BlockDeviceSpecRef{{Kind: v1alpha2.VirtualDiskKind, Name: "root"}},
-		},
+	addr := c.kubectl(t, "-n", ns, "get", "vmip", vmName, "-o", "jsonpath={.status.address}")
+	if got := c.kubectl(t, "-n", ns, "get", "vm", vmName, "-o", "jsonpath={.status.ipAddress}"); addr == "" || got != addr {
+		t.Fatalf("the VM's status.ipAddress %q, its VirtualMachineIPAddress's %q", got, addr)
 	}
-	if err := c.kc.Create(ctx, vm); err != nil {
-		t.Fatalf("create VirtualMachine: %v", err)
+	other := c.nodes[0]
+	if other == vmi.Status.NodeName {
+		other = c.nodes[1]
 	}
-	manual := kubevirtv1.RunStrategyManual
-	kvvm := &kubevirtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha2.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID, Controller: ptr.To(true)}}},
-		Spec: kubevirtv1.VirtualMachineSpec{
-			RunStrategy: &manual,
-			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				Spec: kubevirtv1.VirtualMachineInstanceSpec{
-					TerminationGracePeriodSeconds: gracePeriod,
-					Domain: kubevirtv1.DomainSpec{
-						Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
-						Devices: kubevirtv1.Devices{
-							Disks: []kubevirtv1.Disk{
-								{Name: "root", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}},
-								{Name: "cloudinit", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}},
-							},
-							Interfaces: []kubevirtv1.Interface{{Name: "default", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}}},
-						},
-					},
-					Networks: []kubevirtv1.Network{{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}},
-					Volumes: []kubevirtv1.Volume{
-						{Name: "root", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: guestImage}}},
-						{Name: "cloudinit", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{UserData: userData}}},
-					},
-				},
-			},
-		},
+	t.Logf("a Pod on %s connects to the guest on %s at %s:%d", other, vmi.Status.NodeName, addr, tcpPort)
+	// The guest's listener starts with its user data; until then the connection is refused.
+	script := fmt.Sprintf(`for i in $(seq 60); do out=$(echo %s | /bin/busybox nc -w 5 %s %d) && [ -n "$out" ] && { echo "$out"; exit 0; }; sleep 2; done; exit 1`, tcpHello, addr, tcpPort)
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: tcp-client, namespace: %s}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: %s}
+  containers:
+  - name: nc
+    image: busybox
+    command: ["/bin/busybox", "sh", "-c", %q]
+`, ns, other, script)
+	c.apply(t, "tcp-client", pod)
+	began := time.Now()
+	c.kubectl(t, "-n", ns, "wait", "pod/tcp-client", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=3m")
+	out := c.kubectl(t, "-n", ns, "logs", "tcp-client")
+	if want := "got [" + tcpHello + "]"; !strings.Contains(out, "guest ") || !strings.Contains(out, want) {
+		t.Errorf("the guest's answer %q, want %q", out, want)
 	}
-	if err := c.kc.Create(ctx, kvvm); err != nil {
-		t.Fatalf("create the internal VM: %v", err)
+	t.Logf("the guest answered in %s: %s", time.Since(began).Round(100*time.Millisecond), strings.TrimSpace(out))
+}
+
+// checkAddressProtection deletes the machine's address while the machine uses it: it waits,
+// protected, its Attached condition saying so, and keeps its lease; deleting the machine lets it
+// go, and its lease is released.
+func checkAddressProtection(t *testing.T, c *cluster) {
+	t.Helper()
+	t.Log("the machine's VirtualMachineIPAddress is protected while the machine uses it")
+	addr := c.kubectl(t, "-n", ns, "get", "vmip", vmName, "-o", "jsonpath={.status.address}")
+	lease := "ip-" + strings.ReplaceAll(addr, ".", "-")
+	if f := c.kubectl(t, "-n", ns, "get", "vmip", vmName, "-o", "jsonpath={.metadata.finalizers}"); !strings.Contains(f, vmip.FinalizerProtection) {
+		t.Fatalf("finalizers of the address in use: %s", f)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		for _, obj := range []client.Object{kvvm, vm} {
-			if err := c.kc.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-				t.Errorf("delete %s: %v", obj.GetName(), err)
-			}
+	c.kubectl(t, "-n", ns, "delete", "vmip", vmName, "--wait=false")
+	want := "The virtual machine " + vmName + " uses the address: its deletion waits until no virtual machine uses it"
+	eventually(t, time.Minute, "the address says its deletion waits", func(ctx context.Context) error {
+		v := &v1alpha2.VirtualMachineIPAddress{}
+		if err := c.admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, v); err != nil {
+			return err
 		}
+		a := meta.FindStatusCondition(v.Status.Conditions, "Attached")
+		if v.DeletionTimestamp == nil || v.Status.Phase != v1alpha2.VirtualMachineIPAddressPhaseAttached || a == nil || a.Message != want {
+			return fmt.Errorf("deletionTimestamp %v, phase %s, Attached %+v", v.DeletionTimestamp, v.Status.Phase, a)
+		}
+		return nil
 	})
-	return vm
-}
-
-// mirrorPhase writes the friendly machine's status.phase from the internal VM's printable
-// status until the test ends: what the VirtualMachine reconciler does, which is not there yet.
-func mirrorPhase(t *testing.T, c *cluster, vm *v1alpha2.VirtualMachine) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			kvvm := &kubevirtv1.VirtualMachine{}
-			cur := &v1alpha2.VirtualMachine{}
-			if c.kc.Get(ctx, client.ObjectKeyFromObject(vm), kvvm) == nil && c.kc.Get(ctx, client.ObjectKeyFromObject(vm), cur) == nil {
-				if phase := phaseOf(kvvm.Status.PrintableStatus); cur.Status.Phase != phase {
-					patch := client.MergeFrom(cur.DeepCopy())
-					cur.Status.Phase = phase
-					_ = c.kc.Status().Patch(ctx, cur, patch)
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-func phaseOf(s kubevirtv1.VirtualMachinePrintableStatus) v1alpha2.MachinePhase {
-	switch s {
-	case kubevirtv1.VirtualMachineStatusStopped, "":
-		return v1alpha2.MachineStopped
-	case kubevirtv1.VirtualMachineStatusRunning:
-		return v1alpha2.MachineRunning
-	case kubevirtv1.VirtualMachineStatusStopping:
-		return v1alpha2.MachineStopping
-	case kubevirtv1.VirtualMachineStatusMigrating:
-		return v1alpha2.MachineMigrating
-	case kubevirtv1.VirtualMachineStatusPaused:
-		return v1alpha2.MachinePause
-	case kubevirtv1.VirtualMachineStatusTerminating:
-		return v1alpha2.MachineTerminating
+	if got := c.kubectl(t, "get", "vmipl", lease, "-o", "jsonpath={.status.phase}"); got != "Bound" {
+		t.Errorf("its lease %s is %s while the deletion waits", lease, got)
 	}
-	return v1alpha2.MachineStarting
+	c.kubectl(t, "-n", ns, "delete", "vm", vmName, "--timeout=2m")
+	c.kubectl(t, "-n", ns, "wait", "vmip/"+vmName, "--for=delete", "--timeout=1m")
+	c.kubectl(t, "wait", "vmipl/"+lease, "--for=jsonpath={.status.phase}=Released", "--timeout=1m")
+	// Released leases are kept for the retention period; this test's goes now.
+	c.kubectl(t, "delete", "vmipl", lease, "--ignore-not-found")
 }
 
 // runOp creates an operation and waits until it finishes.
-func runOp(t *testing.T, c *cluster, ns, name string, typ v1alpha2.VMOPType, force bool, timeout time.Duration) *v1alpha2.VirtualMachineOperation {
+func runOp(t *testing.T, c *cluster, name string, typ v1alpha2.VMOPType, force bool, timeout time.Duration) *v1alpha2.VirtualMachineOperation {
 	t.Helper()
-	return waitOp(t, c, createOp(t, c, ns, name, typ, force), timeout)
+	return waitOp(t, c, createOp(t, c, name, typ, force), timeout)
 }
 
-// createOp creates an operation on the machine worker; it is deleted when the test ends.
-func createOp(t *testing.T, c *cluster, ns, name string, typ v1alpha2.VMOPType, force bool) *v1alpha2.VirtualMachineOperation {
+// createOp creates an operation on the machine; it is deleted when the test ends.
+func createOp(t *testing.T, c *cluster, name string, typ v1alpha2.VMOPType, force bool) *v1alpha2.VirtualMachineOperation {
 	t.Helper()
 	op := &v1alpha2.VirtualMachineOperation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha2.VirtualMachineOperationSpec{Type: typ, VirtualMachineName: "worker"},
+		Spec:       v1alpha2.VirtualMachineOperationSpec{Type: typ, VirtualMachineName: vmName},
 	}
 	if force {
 		op.Spec.Force = ptr.To(true)
 	}
-	if err := c.kc.Create(testenv.Context(t), op); err != nil {
+	if err := c.admin.Create(testenv.Context(t), op); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		if err := c.kc.Delete(context.Background(), op); client.IgnoreNotFound(err) != nil {
+		if err := c.admin.Delete(context.Background(), op); client.IgnoreNotFound(err) != nil {
 			t.Errorf("delete %s: %v", name, err)
 		}
 	})
 	return op
 }
 
-// waitOp waits until the operation finishes, logging the phases it went through.
+// waitOp waits until the operation finishes, logging the phases (with the Completed reason and
+// the progress) it went through as a user watching it sees them.
 func waitOp(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, timeout time.Duration) *v1alpha2.VirtualMachineOperation {
 	t.Helper()
 	name, typ := op.Name, op.Spec.Type
-	began := time.Now()
 	var seen []string
 	eventually(t, timeout, name+" finished", func(ctx context.Context) error {
-		if err := c.kc.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
+		if err := c.admin.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
 			return err
 		}
 		step := string(op.Status.Phase)
@@ -311,7 +316,7 @@ func waitOp(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, time
 		if op.Status.Progress != "" {
 			step += " " + op.Status.Progress
 		}
-		if n := len(seen); n == 0 || seen[n-1] != step {
+		if n := len(seen); step != "" && (n == 0 || seen[n-1] != step) {
 			seen = append(seen, step)
 		}
 		if !vmop.IsFinished(op) {
@@ -319,8 +324,18 @@ func waitOp(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, time
 		}
 		return nil
 	})
-	t.Logf("%s (%s): %s in %s", name, typ, strings.Join(seen, " -> "), time.Since(began).Round(100*time.Millisecond))
+	t.Logf("%s (%s): %s in %s", name, typ, strings.Join(seen, " -> "), finishedIn(op))
 	return op
+}
+
+// finishedIn is how long the operation took: from its creation to its Completed condition's
+// last transition (both the apiserver's and the controller's clocks, in whole seconds).
+func finishedIn(op *v1alpha2.VirtualMachineOperation) time.Duration {
+	c := completed(op)
+	if c == nil {
+		return 0
+	}
+	return c.LastTransitionTime.Sub(op.CreationTimestamp.Time)
 }
 
 func completed(op *v1alpha2.VirtualMachineOperation) *metav1.Condition {
@@ -335,16 +350,32 @@ func expectPhase(t *testing.T, op *v1alpha2.VirtualMachineOperation, phase v1alp
 	}
 }
 
-// expectEvent waits for an Event about op with the type and reason.
-func expectEvent(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, kind, reason string) {
+func expectSignalSent(t *testing.T, op *v1alpha2.VirtualMachineOperation) {
 	t.Helper()
-	eventually(t, 30*time.Second, "event "+reason+" of "+op.Name, func(ctx context.Context) error {
+	s := meta.FindStatusCondition(op.Status.Conditions, string(vmopcondition.TypeSignalSent))
+	if s == nil || s.Status != metav1.ConditionTrue || s.Reason != string(vmopcondition.ReasonSignalSentSuccess) {
+		t.Errorf("%s: SignalSent %+v", op.Name, s)
+	}
+}
+
+// expectFailed checks a refused operation: Failed with reason and message, no signal sent, and a
+// Warning event.
+func expectFailed(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation, reason vmopcondition.ReasonCompleted, message string) {
+	t.Helper()
+	expectPhase(t, op, v1alpha2.VMOPPhaseFailed, reason)
+	if msg := completed(op).Message; msg != message {
+		t.Errorf("%s: message %q, want %q", op.Name, msg, message)
+	}
+	if meta.IsStatusConditionTrue(op.Status.Conditions, string(vmopcondition.TypeSignalSent)) {
+		t.Errorf("%s: a refused operation sent its signal", op.Name)
+	}
+	eventually(t, 30*time.Second, "the Warning event of "+op.Name, func(ctx context.Context) error {
 		var list eventsv1.EventList
-		if err := c.kc.List(ctx, &list, client.InNamespace(op.Namespace)); err != nil {
+		if err := c.admin.List(ctx, &list, client.InNamespace(op.Namespace)); err != nil {
 			return err
 		}
 		for _, e := range list.Items {
-			if e.Regarding.UID == op.UID && e.Type == kind && e.Reason == reason {
+			if e.Regarding.UID == op.UID && e.Type == "Warning" && e.Reason == string(v1alpha2.VMOPPhaseFailed) {
 				return nil
 			}
 		}
@@ -352,15 +383,15 @@ func expectEvent(t *testing.T, c *cluster, op *v1alpha2.VirtualMachineOperation,
 	})
 }
 
-// runningVMI waits for the machine's VMI to run, with a pod IP, and returns it.
-func runningVMI(t *testing.T, c *cluster, ns, name string) *kubevirtv1.VirtualMachineInstance {
+// runningVMI waits for the machine's internal VMI to run, with a pod IP, and returns it.
+func runningVMI(t *testing.T, c *cluster) *kubevirtv1.VirtualMachineInstance {
 	t.Helper()
 	vmi := &kubevirtv1.VirtualMachineInstance{}
-	eventually(t, 2*time.Minute, "VMI "+name+" running", func(ctx context.Context) error {
-		if err := c.kc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, vmi); err != nil {
+	eventually(t, 2*time.Minute, "VMI running", func(ctx context.Context) error {
+		if err := c.kubevirt.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, vmi); err != nil {
 			return err
 		}
-		if vmi.Status.Phase != kubevirtv1.Running || vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed && !vmi.Status.MigrationState.Failed {
+		if vmi.Status.Phase != kubevirtv1.Running {
 			return fmt.Errorf("VMI phase %s", vmi.Status.Phase)
 		}
 		if len(vmi.Status.Interfaces) == 0 || vmi.Status.Interfaces[0].IP == "" {
@@ -371,7 +402,7 @@ func runningVMI(t *testing.T, c *cluster, ns, name string) *kubevirtv1.VirtualMa
 	return vmi
 }
 
-// expectNoQEMU waits until no VMI of the machine and no QEMU for its domain is left.
+// expectNoQEMU waits until no QEMU for the VMI's domain is left.
 func expectNoQEMU(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) {
 	t.Helper()
 	eventually(t, time.Minute, "no QEMU for "+vmi.Name, func(context.Context) error {
@@ -386,14 +417,14 @@ func expectNoQEMU(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance) {
 // bootIDScript prints the kernel's boot ID, which is new on every boot of the guest.
 const bootIDScript = `echo "boot=[$(cat /proc/sys/kernel/random/boot_id)]"`
 
-// guestConsole opens the VMI's console (through the core's console subresource) and waits until
-// the guest's shell answers.
+// guestConsole opens the VMI's console (the core's console subresource through the rewriter) and
+// waits until the guest's shell answers.
 func guestConsole(t *testing.T, c *cluster, vmi *kubevirtv1.VirtualMachineInstance) *guesttest.Console {
 	t.Helper()
 	var conn *console.Conn
 	eventually(t, time.Minute, "open the console", func(ctx context.Context) error {
 		var err error
-		conn, err = console.Open(ctx, c.rest, vmi.Namespace, vmi.Name, "console")
+		conn, err = console.Open(ctx, c.kubevirtREST, vmi.Namespace, vmi.Name, "console")
 		return err
 	})
 	con := guesttest.NewConsole(conn)
@@ -426,32 +457,4 @@ func guestValue(t *testing.T, con *guesttest.Console, name, script string) strin
 		t.Fatalf("%s: %v\nconsole so far:\n%s", script, err, con)
 	}
 	return m[1]
-}
-
-// phaseMetric gathers the operations' phase metric as the controller's registry serves it:
-// namespace/name/phase to value.
-func phaseMetric(t *testing.T, c *cluster) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(vmop.NewPhaseCollector(c.cached)); err != nil {
-		t.Fatal(err)
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		if f.GetName() != vmop.MetricStatusPhase {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			out[l["namespace"]+"/"+l["name"]+"/"+l["phase"]] = m.GetGauge().GetValue()
-		}
-	}
-	return out
 }

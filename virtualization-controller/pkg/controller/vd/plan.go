@@ -6,6 +6,8 @@ package vd
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -19,6 +21,11 @@ import (
 // AnnotationVolumeMode on a StorageClass chooses the volume mode of the disks made in it: Block,
 // or Filesystem (the default), whose volume holds the disk as disk.img.
 const AnnotationVolumeMode = "virtualization.deckhouse.io/volume-mode"
+
+// AnnotationAccessMode on a StorageClass chooses the access mode of the disks made in it:
+// ReadWriteOnce (the default), or ReadWriteMany for storage every node reaches, which a live
+// migration needs (the claim is not copied: source and target use it at once).
+const AnnotationAccessMode = "virtualization.deckhouse.io/access-mode"
 
 // annotationDefaultClass marks the cluster's default StorageClass.
 const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
@@ -46,6 +53,7 @@ type Deps struct {
 type Plan struct {
 	StorageClass string
 	VolumeMode   corev1.PersistentVolumeMode
+	AccessMode   corev1.PersistentVolumeAccessMode
 	// WaitForFirstConsumer: the class binds volumes where their first Pod is scheduled.
 	WaitForFirstConsumer bool
 	// Size is the disk's size: spec.persistentVolumeClaim.size, or the image's unpacked size.
@@ -83,6 +91,20 @@ func failed(c vdcondition.Type, reason, format string, args ...any) *Problem {
 	return &Problem{Phase: v1alpha2.DiskFailed, Condition: c, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// classChoice is the value of the class's annotation key, one of allowed; without the annotation
+// the first of them.
+func classChoice(sc *storagev1.StorageClass, key string, allowed ...string) (string, *Problem) {
+	v, ok := sc.Annotations[key]
+	if !ok || v == "" {
+		return allowed[0], nil
+	}
+	if !slices.Contains(allowed, v) {
+		return "", failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
+			"StorageClass %s: annotation %s is %q: want %s", sc.Name, key, v, strings.Join(allowed, " or "))
+	}
+	return v, nil
+}
+
 // MakePlan decides how vd is provisioned from deps, or why it cannot be. It is pure.
 func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	var plan Plan
@@ -92,15 +114,16 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	}
 	plan.StorageClass = sc.Name
 	plan.WaitForFirstConsumer = sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
-	switch m := sc.Annotations[AnnotationVolumeMode]; m {
-	case "", string(corev1.PersistentVolumeFilesystem):
-		plan.VolumeMode = corev1.PersistentVolumeFilesystem
-	case string(corev1.PersistentVolumeBlock):
-		plan.VolumeMode = corev1.PersistentVolumeBlock
-	default:
-		return Plan{}, failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"StorageClass %s: annotation %s is %q: want Block or Filesystem", sc.Name, AnnotationVolumeMode, m)
+	mode, problem := classChoice(sc, AnnotationVolumeMode, string(corev1.PersistentVolumeFilesystem), string(corev1.PersistentVolumeBlock))
+	if problem != nil {
+		return Plan{}, problem
 	}
+	plan.VolumeMode = corev1.PersistentVolumeMode(mode)
+	access, problem := classChoice(sc, AnnotationAccessMode, string(corev1.ReadWriteOnce), string(corev1.ReadWriteMany))
+	if problem != nil {
+		return Plan{}, problem
+	}
+	plan.AccessMode = corev1.PersistentVolumeAccessMode(access)
 
 	size := vd.Spec.PersistentVolumeClaim.Size
 	ds := vd.Spec.DataSource

@@ -51,7 +51,8 @@ var (
 )
 
 func TestMakePlan(t *testing.T) {
-	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{AnnotationVolumeMode: "Block"})}
+	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{AnnotationVolumeMode: "Block"}),
+		class("shared", false, map[string]string{AnnotationAccessMode: "ReadWriteMany"})}
 	cases := []struct {
 		name string
 		vd   *v1alpha2.VirtualDisk
@@ -61,22 +62,26 @@ func TestMakePlan(t *testing.T) {
 		problem *Problem
 	}{
 		{name: "http into the default class", vd: disk(httpSource, "100Mi", ""), deps: Deps{StorageClasses: local},
-			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: resource.MustParse("100Mi"),
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("100Mi"),
 				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
 		{name: "a Block class", vd: disk(nil, "1Gi", "block"), deps: Deps{StorageClasses: local},
-			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi")}},
+			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi")}},
 		{name: "cvi sizes the disk", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local, Image: readyImage},
-			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: *resource.NewQuantity(25<<20, resource.BinarySI),
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: *resource.NewQuantity(25<<20, resource.BinarySI),
 				Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}}},
 		{name: "container image with its pull secret", vd: disk(ciSource, "1Gi", ""), deps: Deps{StorageClasses: local, PullSecretFound: true},
-			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
 				Source: &Source{Image: "reg/disk:1", PullSecret: "pull"}}},
+		{name: "a ReadWriteMany class", vd: disk(nil, "1Gi", "shared"), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "shared", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteMany, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi")}},
 		{name: "no such class", vd: disk(nil, "1Gi", "fast"), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "storageClassName: StorageClass fast not found"}},
 		{name: "no default class", vd: disk(nil, "1Gi", ""), deps: Deps{StorageClasses: local[1:]},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "no default StorageClass"}},
 		{name: "a bad volume mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationVolumeMode: "Tape"})}},
-			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Block or Filesystem`}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Filesystem or Block`}},
+		{name: "a bad access mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationAccessMode: "ReadOnlyMany"})}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `virtualization.deckhouse.io/access-mode is "ReadOnlyMany": want ReadWriteOnce or ReadWriteMany`}},
 		{name: "blank without size", vd: disk(nil, "", ""), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "spec.persistentVolumeClaim.size is required for a blank disk"}},
 		{name: "http without size", vd: disk(httpSource, "", ""), deps: Deps{StorageClasses: local},
@@ -112,7 +117,7 @@ func TestMakePlan(t *testing.T) {
 			if problem != nil {
 				t.Fatalf("problem %+v", problem)
 			}
-			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer ||
+			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.AccessMode != tc.want.AccessMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer ||
 				got.Size.Cmp(tc.want.Size) != 0 || (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && !reflect.DeepEqual(got.Source, tc.want.Source)) {
 				t.Fatalf("plan %+v (source %+v), want %+v (source %+v)", got, got.Source, tc.want, tc.want.Source)
 			}

@@ -54,7 +54,7 @@ func Claim(vd *v1alpha2.VirtualDisk, plan Plan) *corev1.PersistentVolumeClaim {
 			OwnerReferences: owner(vd),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{plan.AccessMode},
 			StorageClassName: ptr.To(plan.StorageClass),
 			VolumeMode:       ptr.To(plan.VolumeMode),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{

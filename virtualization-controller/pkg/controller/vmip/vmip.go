@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -89,13 +90,20 @@ func (r *AddressReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.client.Get(ctx, req.NamespacedName, vmip); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if vmip.DeletionTimestamp != nil {
+	if vmip.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(vmip, FinalizerProtection) {
 		// The lease reconciler releases its lease once it is gone.
 		return reconcile.Result{}, nil
 	}
 	f, err := r.facts(ctx, vmip)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if p := DecideProtection(vmip, f.VirtualMachine); p != ProtectionKeep {
+		return reconcile.Result{}, r.protect(ctx, vmip, p, f.VirtualMachine)
+	}
+	if vmip.DeletionTimestamp != nil {
+		// A machine uses the address: its deletion waits.
+		return reconcile.Result{}, r.setStatus(ctx, vmip, DeletionWaitsStatus(vmip, f.VirtualMachine, f.Now))
 	}
 	plan := Decide(f)
 	log.FromContext(ctx).V(1).Info("reconcile", "step", plan.Step.String(), "address", plan.Addr, "phase", vmip.Status.Phase)
@@ -125,6 +133,21 @@ func (r *AddressReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return r.allocate(ctx, vmip, f)
 	}
 	return reconcile.Result{}, r.setStatus(ctx, vmip, plan.Status)
+}
+
+// protect adds or removes the protection finalizer; the change brings the address back.
+func (r *AddressReconciler) protect(ctx context.Context, vmip *v1alpha2.VirtualMachineIPAddress, p Protection, vm string) error {
+	patch := client.MergeFromWithOptions(vmip.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if p == ProtectionAdd {
+		controllerutil.AddFinalizer(vmip, FinalizerProtection)
+	} else {
+		controllerutil.RemoveFinalizer(vmip, FinalizerProtection)
+	}
+	if err := r.client.Patch(ctx, vmip, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("%s protection finalizer: %w", p, err))
+	}
+	log.FromContext(ctx).Info("protection", "step", p.String(), "virtualMachine", vm)
+	return nil
 }
 
 func (r *AddressReconciler) facts(ctx context.Context, vmip *v1alpha2.VirtualMachineIPAddress) (Facts, error) {
