@@ -47,7 +47,7 @@ type Config struct {
 	Net localnet.Net
 	// Nodes are the local nodes; the module's pods and the VMs run on them.
 	Nodes []string
-	// ImageStore is the nodes' containerDisk store (the chart's containerDiskStore).
+	// ImageStore is the nodes' containerDisk store (the node agent's --image-store).
 	ImageStore string
 	// Set are more helm --set values for every install.
 	Set []string
@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := s.Up(ctx); err != nil {
 		return c, fmt.Errorf("nodes and rewriter: %w", err)
 	}
-	c.Module = module.Options{Stack: s, Repo: cfg.Repo, BinDir: bin, ImageStore: cfg.ImageStore, Nodes: cfg.Nodes, Set: cfg.Set, Log: cfg.Log}
+	c.Module = module.Options{Stack: s, Repo: cfg.Repo, BinDir: bin, Nodes: cfg.Nodes, Set: cfg.Set, Log: cfg.Log}
 	return c, nil
 }
 
