@@ -57,8 +57,8 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 .PHONY: run
 run: build cluster-up ## Start the local stack with a node, install the module from charts/virtualization (helm), and run the example VM.
 	guest=$$(bash hack/guest/build.sh | tail -1); \
-	$(DEVCLUSTER) image-import tiny-guest "$$guest/disk.qcow2" >/dev/null; \
 	kv=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module up | tail -1); \
+	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) image-push tiny-guest "$$guest/disk.qcow2" >/dev/null; \
 	kc=$$(dirname "$$kv")/admin.kubeconfig; \
 	kubectl --kubeconfig "$$kv" apply -f examples/vm.yaml; \
 	echo "Waiting for the example VM to run (it boots under TCG)..."; \

@@ -33,7 +33,7 @@ const ReadyTimeout = 5 * time.Minute
 // binaries are the programs the module's images stand for on the local stack, and the node agent.
 var binaries = []string{
 	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
-	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
+	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher", "./kubevirt-core/cmd/container-disk",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
 	"./devstack/cmd/node-agent",
@@ -152,7 +152,7 @@ func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, stor
 		Name: "node-agent-" + name,
 		Bin:  filepath.Join(bin, "node-agent"),
 		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", name, "--root-dir", NodeRoot(s, name),
-			"--bin-dir", bin, "--image-store", store,
+			"--bin-dir", bin, "--image-store", store, "--registry-config", module.RegistryConfigPath(s),
 			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
 			n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -177,7 +177,11 @@ func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	if err := module.Install(ctx, o); err != nil {
 		return err
 	}
-	return module.WaitReady(ctx, o, ReadyTimeout)
+	if err := module.WaitReady(ctx, o, ReadyTimeout); err != nil {
+		return err
+	}
+	// The nodes pull containerDisks from DVCR as a platform's nodes do.
+	return module.WriteNodeRegistryConfig(ctx, o.Stack)
 }
 
 // Stop stops the stack, removes its nodes' pods (processes, network namespaces, addresses),

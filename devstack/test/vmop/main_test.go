@@ -29,8 +29,8 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 )
@@ -40,8 +40,11 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// guestImage is the containerDisk reference the tests' VMs boot.
-const guestImage = "d8v.local/tiny-guest:vmop"
+// guestImage is the containerDisk reference the tests' VMs boot: the tiny guest, pushed into the
+// module's DVCR (module.PushContainerDisk) once the module is up.
+const guestImage = module.DVCRPullHost + "/" + module.LocalImages + "/" + guestImageName + ":latest"
+
+const guestImageName = "tiny-guest-vmop"
 
 // cluster is the private stack of a test, seen through the rewriter.
 type cluster struct {
@@ -70,9 +73,6 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 		t.Fatalf("guest image: %v", err)
 	}
 	store := t.TempDir()
-	if _, err := nodeagent.ImportImage(store, guestImage, img.Disk); err != nil {
-		t.Fatal(err)
-	}
 	mc, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: store, Log: os.Stderr})
 	if err != nil {
 		t.Fatalf("stack: %v", err)
@@ -89,6 +89,9 @@ func startCluster(t *testing.T, nodes ...string) *cluster {
 	})
 	if err := mc.Install(ctx); err != nil {
 		t.Fatalf("install the module: %v", err)
+	}
+	if _, err := module.PushContainerDisk(ctx, mc.Stack, guestImageName, img.Disk); err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", mc.Kubevirt)
 	if err != nil {

@@ -23,8 +23,8 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -34,8 +34,9 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, stopShared)
 }
 
-// guestImage is the containerDisk reference the tests' VMs boot.
-const guestImage = "d8v.local/tiny-guest:e2e"
+// guestImage is the containerDisk reference the tests' VMs boot: the tiny guest, pushed into the
+// module's DVCR once the module is up.
+var guestImage string
 
 // nodes are the shared cluster's local nodes; live migration needs two.
 var nodes = []string{"node-a", "node-b"}
@@ -96,9 +97,6 @@ func startShared(t testing.TB) (*moduletest.Cluster, error) {
 	if storeDir, err = os.MkdirTemp("", "d8v-e2e-images-"); err != nil {
 		return nil, err
 	}
-	if _, err := nodeagent.ImportImage(storeDir, guestImage, img.Disk); err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: storeDir, Log: os.Stderr})
 	if err != nil {
@@ -106,6 +104,9 @@ func startShared(t testing.TB) (*moduletest.Cluster, error) {
 	}
 	if err := c.Install(ctx); err != nil {
 		c.Logs(os.Stderr)
+		return nil, err
+	}
+	if guestImage, err = module.PushContainerDisk(ctx, c.Stack, "tiny-guest-e2e", img.Disk); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "e2e: the shared cluster with the module is up after %s\n", time.Since(start).Round(time.Second))
