@@ -11,11 +11,13 @@ import (
 // The launcher Pod's parts for containerDisk volumes, as KubeVirt names them: an init container
 // copies container-disk from the launcher image into an emptyDir, and one container per volume,
 // "volume<name>", runs it on the volume's image, serving the disk to the compute container over
-// the container-disks emptyDir (pkg/containerdisk).
+// the container-disks emptyDir (pkg/containerdisk). The binary's directory is under /var/run,
+// not KubeVirt's /init/usr/bin: a runtime that creates mount points on the node's root (the local
+// stack's node agent) then leaves nothing outside a tmpfs.
 const (
 	containerDisksVol    = "container-disks"
 	binShareVol          = "virt-bin-share-dir"
-	binShareDir          = "/init/usr/bin"
+	binShareDir          = "/var/run/kubevirt-bin"
 	containerDiskBinary  = "container-disk"
 	containerDiskInit    = "container-disk-binary"
 	containerDiskPrefix  = "volume"

@@ -259,16 +259,16 @@ func TestContainerDiskContainers(t *testing.T) {
 	}
 	init := pod.Spec.InitContainers[0]
 	if init.Name != "container-disk-binary" || init.Image != "launcher:1" ||
-		!slices.Equal(init.Command, []string{"container-disk", "--copy-to", "/init/usr/bin/container-disk"}) {
+		!slices.Equal(init.Command, []string{"container-disk", "--copy-to", "/var/run/kubevirt-bin/container-disk"}) {
 		t.Errorf("init container %+v", init)
 	}
 	want := []struct {
 		name, image string
 		cmd         []string
 	}{
-		{"volumeroot", "dvcr.example/cvi/os:latest", []string{"/init/usr/bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/root.sock"}},
-		{"volumeiso", "dvcr.example/vi/ns/iso:latest", []string{"/init/usr/bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/iso.sock", "--disk-path", "/disk/os.iso"}},
-		{"volumeother", "registry.example/tools:1", []string{"/init/usr/bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/other.sock"}},
+		{"volumeroot", "dvcr.example/cvi/os:latest", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/root.sock"}},
+		{"volumeiso", "dvcr.example/vi/ns/iso:latest", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/iso.sock", "--disk-path", "/disk/os.iso"}},
+		{"volumeother", "registry.example/tools:1", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/other.sock"}},
 	}
 	disks := pod.Spec.Containers[1:]
 	if len(disks) != len(want) {
@@ -286,7 +286,7 @@ func TestContainerDiskContainers(t *testing.T) {
 		if ro, ok := mounts["container-disks:/var/run/kubevirt/container-disks"]; !ok || ro {
 			t.Errorf("container %s mounts %v: want container-disks writable", c.Name, mounts)
 		}
-		if ro, ok := mounts["virt-bin-share-dir:/init/usr/bin"]; !ok || !ro {
+		if ro, ok := mounts["virt-bin-share-dir:/var/run/kubevirt-bin"]; !ok || !ro {
 			t.Errorf("container %s mounts %v: want the binary read-only", c.Name, mounts)
 		}
 	}
