@@ -21,6 +21,11 @@ PORT_BASE ?= 6440
 TEST_STACK := test
 TEST_PORT_BASE := 7440
 DEVCLUSTER := bin/devcluster
+# make test builds the binaries a cluster with the module runs once (E2E_BIN), and starts one such
+# cluster (its record E2E_RECORD) that the e2e packages share (devstack/moduletest).
+E2E_CLUSTER := bin/e2e-cluster
+E2E_BIN := $(CURDIR)/bin/e2e
+E2E_RECORD := $(D8V_CACHE)/stacks/$(TEST_STACK)-module.json
 
 export PATH := $(K8S_BIN):$(PATH)
 
@@ -110,14 +115,33 @@ $(TOOLS_BIN)/staticcheck:
 lint: fmt-check vet $(TOOLS_BIN)/staticcheck ## gofmt, go vet and staticcheck.
 	$(TOOLS_BIN)/staticcheck $(PKGS)
 
+# The packages whose tests share the cluster with the module (they use devstack/moduletest; the
+# module e2e, which installs, uninstalls and upgrades the module, runs a cluster of its own), and
+# the rest.
+MODULE_E2E := github.com/d8virt/devstack/test/module
+SHARED_PKGS = $(filter-out $(MODULE_E2E),$(shell go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./devstack/... | \
+	awk '{for (i = 2; i <= NF; i++) if ($$i == "github.com/d8virt/devstack/moduletest") print $$1}'))
+OTHER_PKGS = $(filter-out $(SHARED_PKGS),$(shell go list $(PKGS)))
+
 # Test binaries share one cluster and register cluster-wide objects (APIServices, webhooks) that
-# briefly disturb discovery, so they run one at a time (-p 1).
+# briefly disturb discovery, so they run one at a time (-p 1). The binaries a cluster with the
+# module runs are built once (D8V_TEST_MODULE_BIN) for every package that starts one. The e2e
+# packages that leave the module as it is run last, on one cluster with the module installed
+# (D8V_TEST_MODULE), which runs only while they do.
 .PHONY: test
 test: deps lint $(DEVCLUSTER) ## Lint, then unit and integration tests against a real control plane.
+	go build -o bin/ ./devstack/cmd/e2e-cluster
+	$(E2E_CLUSTER) down -record $(E2E_RECORD)
 	$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge
 	kc=$$($(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) up); \
-	trap '$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
-	D8V_TEST_KUBECONFIG="$$kc" go test -p 1 -count=1 -timeout 30m $(PKGS)
+	trap '$(E2E_CLUSTER) down -record $(E2E_RECORD); $(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
+	export D8V_TEST_KUBECONFIG="$$kc" D8V_TEST_MODULE_BIN=$(E2E_BIN); \
+	$(E2E_CLUSTER) build $(E2E_BIN); \
+	rc=0; \
+	go test -p 1 -count=1 -timeout 30m $(OTHER_PKGS) || rc=$$?; \
+	$(E2E_CLUSTER) up -record $(E2E_RECORD); \
+	D8V_TEST_MODULE=$(E2E_RECORD) go test -p 1 -count=1 -timeout 30m $(SHARED_PKGS) || rc=$$?; \
+	exit $$rc
 
 # Benchmarks that need no cluster; each prints its figures side by side with a baseline.
 BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/ ./devstack/test/importer/

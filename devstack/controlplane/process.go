@@ -75,6 +75,11 @@ func (s *Stack) start(p Component) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = s.cfg.StateDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The daemon outlives this process: it must not hold what this process was handed (a
+	// flock(1) lock above all).
+	if err := proc.CloseInheritedOnExec(); err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}

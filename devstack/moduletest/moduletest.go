@@ -1,9 +1,13 @@
-// Package moduletest gives e2e tests a private local stack with the module installed from the
-// chart, as `make run` installs it: a control plane with Services, cluster DNS and the default
-// StorageClass (testenv.AddClusterDaemons), local nodes (node agents) that run every Pod
-// under its own ServiceAccount, a rewriter for people (kubectl speaking kubevirt.io), and
-// `helm upgrade --install` of charts/virtualization with devstack/chart-values/local.yaml. The
-// stack starts without the module; Install puts it on. Stop removes everything.
+// Package moduletest gives e2e tests a local stack with the module installed from the chart, as
+// `make run` installs it: a control plane with Services, cluster DNS and the default
+// StorageClass (testenv.AddClusterDaemons), local nodes (node agents) that run every Pod under
+// its own ServiceAccount, a rewriter for people (kubectl speaking kubevirt.io), and `helm
+// upgrade --install` of charts/virtualization with devstack/chart-values/local.yaml.
+//
+// Start starts a private stack without the module (Install puts it on; a test of the install
+// itself wants that). Installed gives a package the module installed: the cluster `make test`
+// started for every package to share (SharedEnv), or a private one when the package runs
+// alone. The binaries the images stand for are built once per suite (BinEnv) or by Start.
 package moduletest
 
 import (
@@ -12,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -30,15 +33,6 @@ import (
 // ReadyTimeout bounds the wait for the module after an install.
 const ReadyTimeout = 5 * time.Minute
 
-// binaries are the programs the module's images stand for on the local stack, and the node agent.
-var binaries = []string{
-	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
-	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher", "./kubevirt-core/cmd/container-disk",
-	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent",
-}
-
 // Config says what to start.
 type Config struct {
 	// Repo is the repository root: the binaries are built from it, the chart is in it.
@@ -47,7 +41,8 @@ type Config struct {
 	Net localnet.Net
 	// Nodes are the local nodes; the module's pods and the VMs run on them.
 	Nodes []string
-	// ImageStore is the nodes' containerDisk store (the node agent's --image-store).
+	// ImageStore is the nodes' containerDisk store (the node agent's --image-store); empty, Start
+	// makes one that Stop removes.
 	ImageStore string
 	// Set are more helm --set values for every install.
 	Set []string
@@ -55,7 +50,7 @@ type Config struct {
 	Log io.Writer
 }
 
-// Cluster is a running private stack with its nodes.
+// Cluster is a running stack with its nodes.
 type Cluster struct {
 	Stack *controlplane.Stack
 	// Module is how Install installs the chart.
@@ -63,83 +58,101 @@ type Cluster struct {
 	// Kubevirt is a kubeconfig that talks kubevirt.io through a rewriter, as users of the core do.
 	Kubevirt string
 	Nodes    []string
-	net      localnet.Net
-	dirs     []string
+	// ImageStore is the nodes' containerDisk store: a test imports the images its VMs boot
+	// into it (nodeagent.ImportImage), under a reference of its own.
+	ImageStore string
+	rec        Record
+	net        localnet.Net
+	// handedOver is a cluster another process started and stops (SharedEnv): Stop leaves it.
+	handedOver bool
 }
 
-// Start builds the binaries into a directory of its own and starts the stack with the nodes and
-// the users' rewriter. On an error, what did start is stopped again.
+// Start builds the binaries into a directory of its own (or takes those of BinEnv) and starts a
+// private stack with the nodes and the users' rewriter. On an error, what did start is stopped
+// again.
 func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
-	c = &Cluster{Nodes: cfg.Nodes, net: cfg.Net}
+	rec := Record{ImageStore: cfg.ImageStore, Nodes: cfg.Nodes, Repo: cfg.Repo, Set: cfg.Set}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, c.Stop())
-			c = nil
+			err = errors.Join(err, removeAll(rec.Dirs))
 		}
 	}()
-	bin, err := c.tempDir("d8v-module-bin-")
-	if err != nil {
-		return c, err
+	if rec.BinDir = os.Getenv(BinEnv); rec.BinDir == "" {
+		if rec.BinDir, err = tempDir(&rec, "d8v-module-bin-"); err != nil {
+			return nil, err
+		}
+		if err := Build(ctx, cfg.Repo, rec.BinDir); err != nil {
+			return nil, err
+		}
 	}
-	pkgs := append(append([]string{}, binaries...), testenv.ClusterDaemonPackages...)
-	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", bin + "/"}, pkgs...)...)
-	build.Dir = cfg.Repo
-	if out, err := build.CombinedOutput(); err != nil {
-		return c, fmt.Errorf("build: %w\n%s", err, out)
+	if rec.StateDir, err = tempDir(&rec, "d8v-module-stack-"); err != nil {
+		return nil, err
 	}
-	state, err := c.tempDir("d8v-module-stack-")
-	if err != nil {
-		return c, err
+	if rec.ImageStore == "" {
+		if rec.ImageStore, err = tempDir(&rec, "d8v-module-images-"); err != nil {
+			return nil, err
+		}
 	}
-	base, err := testenv.FreePortBase(cfg.Net)
-	if err != nil {
-		return c, err
+	if rec.PortBase, rec.RewriterPort, err = freePorts(cfg.Net); err != nil {
+		return nil, err
 	}
-	s, err := controlplane.New(controlplane.Config{StateDir: state, BinDir: controlplane.BinDir(), PortBase: base, Net: cfg.Net})
-	if err != nil {
-		return c, err
+	if c, err = rec.cluster(cfg.Net, cfg.Log); err != nil {
+		return nil, err
 	}
-	c.Stack = s
-	// Services, cluster DNS and the default StorageClass come with the control plane, before the
-	// nodes: an agent learns the cluster DNS when it starts.
-	testenv.AddClusterDaemons(s, bin)
-	if err := s.Up(ctx); err != nil {
-		return c, fmt.Errorf("control plane: %w", err)
+	if err := c.Stack.Up(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("stack: %w", err), c.Stop())
 	}
-	kubeCfg, err := s.RESTConfig()
-	if err != nil {
-		return c, err
-	}
-	kube, err := kubernetes.NewForConfig(kubeCfg)
-	if err != nil {
-		return c, err
-	}
-	rwPort, err := testenv.FreePortBase(cfg.Net)
-	if err != nil {
-		return c, err
-	}
-	c.Kubevirt = module.KubeconfigPath(s)
-	rw, err := module.UsersRewriter(s, bin, c.Kubevirt, rwPort)
-	if err != nil {
-		return c, err
-	}
-	for _, n := range cfg.Nodes {
-		s.AddComponents(nodeAgent(s, kube, bin, n, cfg.ImageStore))
-	}
-	s.AddComponents(rw)
-	if err := s.Up(ctx); err != nil {
-		return c, fmt.Errorf("nodes and rewriter: %w", err)
-	}
-	c.Module = module.Options{Stack: s, Repo: cfg.Repo, BinDir: bin, Nodes: cfg.Nodes, Set: cfg.Set, Log: cfg.Log}
 	return c, nil
 }
 
-func (c *Cluster) tempDir(pattern string) (string, error) {
+// freePorts finds a port base for the stack and another for the users' rewriter, apart.
+func freePorts(n localnet.Net) (stack, rewriter int, err error) {
+	if stack, err = testenv.FreePortBase(n); err != nil {
+		return 0, 0, err
+	}
+	for {
+		if rewriter, err = testenv.FreePortBase(n); err != nil || rewriter+6 <= stack || rewriter >= stack+6 {
+			return stack, rewriter, err
+		}
+	}
+}
+
+func tempDir(rec *Record, pattern string) (string, error) {
 	d, err := os.MkdirTemp("", pattern)
 	if err == nil {
-		c.dirs = append(c.dirs, d)
+		rec.Dirs = append(rec.Dirs, d)
 	}
 	return d, err
+}
+
+func removeAll(dirs []string) error {
+	var err error
+	for _, d := range dirs {
+		err = errors.Join(err, os.RemoveAll(d))
+	}
+	return err
+}
+
+// cluster configures the stack the record describes: the control plane, the cluster daemons
+// (Services, cluster DNS, the default StorageClass) before the nodes, since an agent learns the
+// cluster DNS when it starts, a node agent per node, and the users' rewriter. It starts nothing.
+func (r Record) cluster(n localnet.Net, log io.Writer) (*Cluster, error) {
+	s, err := controlplane.New(controlplane.Config{StateDir: r.StateDir, BinDir: controlplane.BinDir(), PortBase: r.PortBase, Net: n})
+	if err != nil {
+		return nil, err
+	}
+	testenv.AddClusterDaemons(s, r.BinDir)
+	for _, node := range r.Nodes {
+		s.AddComponents(nodeAgent(s, r.BinDir, node, r.ImageStore))
+	}
+	c := &Cluster{Stack: s, Kubevirt: module.KubeconfigPath(s), Nodes: r.Nodes, ImageStore: r.ImageStore, rec: r, net: n}
+	rw, err := module.UsersRewriter(s, r.BinDir, c.Kubevirt, r.RewriterPort)
+	if err != nil {
+		return nil, err
+	}
+	s.AddComponents(rw)
+	c.Module = module.Options{Stack: s, Repo: r.Repo, BinDir: r.BinDir, Nodes: r.Nodes, Set: r.Set, Log: log}
+	return c, nil
 }
 
 // NodeRoot is the state directory of a local node: its kubelet-like root with the pods.
@@ -147,7 +160,7 @@ func NodeRoot(s *controlplane.Stack, node string) string {
 	return filepath.Join(s.Config().StateDir, "nodes", node)
 }
 
-func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, store string) controlplane.Component {
+func nodeAgent(s *controlplane.Stack, bin, name, store string) controlplane.Component {
 	return controlplane.Component{
 		Name: "node-agent-" + name,
 		Bin:  filepath.Join(bin, "node-agent"),
@@ -155,6 +168,15 @@ func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, stor
 			"--bin-dir", bin, "--image-store", store, "--registry-config", module.RegistryConfigPath(s),
 			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
+			// The admin kubeconfig exists once the control plane is up, before any node.
+			cfg, err := s.RESTConfig()
+			if err != nil {
+				return err
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
 			n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -169,8 +191,9 @@ func nodeAgent(s *controlplane.Stack, kube kubernetes.Interface, bin, name, stor
 	}
 }
 
-// Install runs helm upgrade --install with the cluster's values and more (set), and waits until
-// the module is ready.
+// Install runs helm upgrade --install with the cluster's values and more (set), waits until the
+// module is ready, and configures the nodes for its DVCR (module.WriteNodeRegistryConfig), so
+// they pull containerDisks from it as a platform's nodes do.
 func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	o := c.Module
 	o.Set = append(append([]string{}, o.Set...), set...)
@@ -180,35 +203,29 @@ func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	if err := module.WaitReady(ctx, o, ReadyTimeout); err != nil {
 		return err
 	}
-	// The nodes pull containerDisks from DVCR as a platform's nodes do.
 	return module.WriteNodeRegistryConfig(ctx, o.Stack)
 }
 
 // Stop stops the stack, removes its nodes' pods (processes, network namespaces, addresses),
-// releases the volumes the pods used and removes every file.
+// releases the volumes the pods used and removes every file. A cluster handed over by
+// SharedEnv is left running: the process that started it stops it.
 func (c *Cluster) Stop() error {
-	var err error
-	if c.Stack != nil {
-		err = c.Stack.Down(false)
-		// A stopped agent leaves its pods running, as a kubelet does.
-		for _, n := range c.Nodes {
-			err = errors.Join(err, nodeagent.CleanupNode(NodeRoot(c.Stack, n), c.net, 30*time.Second))
-		}
-		// With no pod left, no volume is in use.
-		err = errors.Join(err, testenv.ReleaseClusterDaemons(context.Background(), c.Stack))
+	if c.handedOver {
+		return nil
 	}
-	for _, d := range c.dirs {
-		err = errors.Join(err, os.RemoveAll(d))
+	err := c.Stack.Down(false)
+	// A stopped agent leaves its pods running, as a kubelet does.
+	for _, n := range c.Nodes {
+		err = errors.Join(err, nodeagent.CleanupNode(NodeRoot(c.Stack, n), c.net, 30*time.Second))
 	}
-	return err
+	// With no pod left, no volume is in use.
+	err = errors.Join(err, testenv.ReleaseClusterDaemons(context.Background(), c.Stack))
+	return errors.Join(err, removeAll(c.rec.Dirs))
 }
 
 // Logs writes the tail of every daemon's and Pod's log, which is what one needs to see why a
 // component or a VM did not come up.
 func (c *Cluster) Logs(w io.Writer) {
-	if c.Stack == nil {
-		return
-	}
 	var files []string
 	for _, pattern := range []string{
 		filepath.Join(c.Stack.Config().StateDir, "logs", "*.log"),

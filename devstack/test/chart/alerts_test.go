@@ -47,6 +47,7 @@ type unitTests struct {
 // The PrometheusRule's groups pass promtool check rules, and testdata/alerts_test.yaml has a
 // promtool unit test that makes each alert fire, which promtool test rules runs.
 func TestAlerts(t *testing.T) {
+	t.Parallel()
 	rule := find(t, renders(t)["default"], "PrometheusRule", "virtualization")
 	spec, err := yaml.Marshal(rule.Object["spec"])
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 // The chart's copies of the CRDs and of the operator's rules are what make chart-sync writes.
 func TestGeneratedFilesUpToDate(t *testing.T) {
+	t.Parallel()
 	stale, err := chartsrc.Stale(repoRoot(t))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +38,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	for name, args := range map[string][]string{
 		"default": nil,
 		"custom":  {"-f", testdata(t, "values-custom.yaml")},
@@ -45,6 +47,7 @@ func TestLint(t *testing.T) {
 		"cert-manager-issuer": {"--set", "certManager.enabled=true,certManager.issuerRef.name=platform-ca"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			all := append([]string{"lint", "--strict", chartDir(t), "--namespace", namespace}, args...)
 			if out, err := helm(t, all...); err != nil {
 				t.Fatalf("helm %s: %v\n%s", strings.Join(all, " "), err, out)
@@ -55,6 +58,7 @@ func TestLint(t *testing.T) {
 
 // A bad value fails the render with a message that names the value.
 func TestSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ set, field string }{
 		{"logLevel=loud", "/logLevel"},
 		{"logFormat=xml", "/logFormat"},
@@ -86,6 +90,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 
 // The non-default values reach the objects they configure.
 func TestValuesReachTheObjects(t *testing.T) {
+	t.Parallel()
 	objs := renders(t)["custom"]
 	dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virt-operator"))
 	if got := *dep.Spec.Replicas; got != 1 {
@@ -193,6 +198,7 @@ func container(t testing.TB, spec corev1.PodSpec, name string) corev1.Container 
 
 // The cert-manager variant issues the serving certificate instead of the chart.
 func TestCertManager(t *testing.T) {
+	t.Parallel()
 	own := decode(t, render(t, "--set", "certManager.enabled=true"))
 	for _, s := range objsOf(own, "Secret") {
 		if typ, _, _ := unstructured.NestedString(s.Object, "type"); typ == string(corev1.SecretTypeTLS) {
@@ -224,6 +230,7 @@ func TestCertManager(t *testing.T) {
 
 // Without prometheus-operator's API, or with monitoring off, there is no ServiceMonitor.
 func TestMonitoringOnlyWithItsAPI(t *testing.T) {
+	t.Parallel()
 	for name, args := range map[string][]string{
 		"no API":   nil,
 		"disabled": append([]string{"--set", "monitoring.enabled=false"}, monitoringAPIs...),
@@ -289,6 +296,7 @@ func loopback(host string) bool {
 // loopback-only metrics listener of its pod, and no other container serves metrics beyond the
 // pod's loopback.
 func TestMetricsPortsBehindKubeRBACProxy(t *testing.T) {
+	t.Parallel()
 	for render, objs := range renders(t) {
 		dep := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virt-operator"))
 		proxyImage := container(t, dep.Spec.Template.Spec, "kube-rbac-proxy").Image
@@ -429,6 +437,7 @@ func checkMetricsBehindProxy(t *testing.T, where string, spec corev1.PodSpec, is
 
 // No Role or ClusterRole of the chart grants a wildcard: no "*" verb, resource or API group.
 func TestNoWildcardRBAC(t *testing.T) {
+	t.Parallel()
 	for render, objs := range renders(t) {
 		for _, o := range objs {
 			if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
@@ -450,6 +459,7 @@ func TestNoWildcardRBAC(t *testing.T) {
 // virt-operator's ClusterRole is exactly virtoperator.OperatorRules() renamed as its rewriter
 // renames, bound to the account its pods run as.
 func TestOperatorClusterRole(t *testing.T) {
+	t.Parallel()
 	want, err := chartsrc.RenamedOperatorRules()
 	if err != nil {
 		t.Fatal(err)
@@ -482,6 +492,7 @@ func TestOperatorClusterRole(t *testing.T) {
 // virt-operator talks to the apiserver only through its rewriter sidecar, on loopback, as the
 // components it installs do.
 func TestOperatorTalksThroughItsRewriter(t *testing.T) {
+	t.Parallel()
 	objs := renders(t)["default"]
 	spec := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virt-operator")).Spec.Template.Spec
 	op := container(t, spec, "virt-operator")
@@ -500,6 +511,7 @@ func TestOperatorTalksThroughItsRewriter(t *testing.T) {
 // virtualization-controller (KUBECONFIG in its environment) talks to the apiserver through its own
 // rewriter sidecar, so it uses kubevirt.io types for the internal VMs.
 func TestControllerTalksThroughItsRewriter(t *testing.T) {
+	t.Parallel()
 	objs := renders(t)["default"]
 	spec := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virtualization-controller")).Spec.Template.Spec
 	c := container(t, spec, "virtualization-controller")
@@ -551,6 +563,7 @@ func rewriterServer(t *testing.T, objs []*unstructured.Unstructured, spec corev1
 
 // The chart's CRDs are the generated ones, and helm reads them from crds/.
 func TestChartCRDs(t *testing.T) {
+	t.Parallel()
 	out, err := helm(t, "show", "crds", chartDir(t))
 	if err != nil {
 		t.Fatalf("helm show crds: %v\n%s", err, out)
@@ -582,6 +595,7 @@ func TestChartCRDs(t *testing.T) {
 // containers (named kube-rbac-proxy*); until then it only checks that the listeners are on
 // loopback.
 func TestInstalledComponentsMetricsBehindKubeRBACProxy(t *testing.T) {
+	t.Parallel()
 	kv := &kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: namespace}}
 	objs := virtoperator.Objects(kv, virtoperator.DefaultConfig(), virtoperator.Certs{})
 	isProxy := func(c corev1.Container) bool { return strings.HasPrefix(c.Name, "kube-rbac-proxy") }

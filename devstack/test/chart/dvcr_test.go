@@ -21,6 +21,7 @@ import (
 // DVCR: one pod with a push and a read-only pull instance of the registry, each taking only its
 // own user's generated credentials, on the storage the values choose.
 func TestDVCR(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -153,6 +154,7 @@ func checkCredentials(t *testing.T, s *corev1.Secret, user, host string) {
 
 // DVCR's credentials stay as they are across upgrades: the render reads the Secrets back.
 func TestDVCRCredentialsKeptAcrossUpgrades(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	installCRDs(t, env)
 	ns := env.Namespace(t)

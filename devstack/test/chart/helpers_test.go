@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,16 +70,29 @@ func helm(t testing.TB, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// render is helm template of the chart with the given extra arguments; it fails the test when
-// helm does.
+// rendered are the package's renders by their arguments (a *once each). A render costs about a
+// second of CPU (the templates generate certificates and a bcrypt hash), the tests only read the
+// manifests, and several ask for the same one.
+var rendered sync.Map
+
+type once struct {
+	sync.Once
+	out string
+	err error
+}
+
+// render is helm template of the chart with the given extra arguments, once per package; it
+// fails the test when helm does.
 func render(t testing.TB, args ...string) string {
 	t.Helper()
 	all := append([]string{"template", release, chartDir(t), "--namespace", namespace}, args...)
-	out, err := helm(t, all...)
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(all, " "), err, out)
+	v, _ := rendered.LoadOrStore(strings.Join(all, "\x00"), &once{})
+	r := v.(*once)
+	r.Do(func() { r.out, r.err = helm(t, all...) })
+	if r.err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(all, " "), r.err, r.out)
 	}
-	return out
+	return r.out
 }
 
 // decode splits a rendered manifest into objects.

@@ -23,6 +23,9 @@ var kubeVirtGVR = schema.GroupVersionResource{
 // changes only the KubeVirt resource, a changed log level rolls
 // virt-operator, and uninstall leaves the KubeVirt resource (and so the installed components
 // and the virtual machines) while it removes the chart's own objects.
+//
+// Not parallel: the release's cluster-scoped objects of fixed names (the APIService) would make
+// the other tests' helm install --dry-run=server fail on their ownership.
 func TestInstallUpgradeUninstall(t *testing.T) {
 	env := testenv.Get(t)
 	installCRDs(t, env)

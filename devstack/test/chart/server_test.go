@@ -44,6 +44,7 @@ func installCRDs(t *testing.T, env *testenv.Env) {
 // every object passes validation and admission (kubectl apply --dry-run=server) in a fresh
 // namespace, with the chart's own CRDs installed.
 func TestServerSideDryRun(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	installCRDs(t, env)
 	ns := env.Namespace(t)
@@ -55,6 +56,7 @@ func TestServerSideDryRun(t *testing.T) {
 		"cert-manager-issuer": {"--set", "certManager.enabled=true,certManager.issuerRef.name=platform-ca"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			all := append([]string{"template", release, chartDir(t), "--namespace", ns}, args...)
 			all = append(all, monitoringAPIs...)
 			manifest, err := helm(t, all...)
@@ -95,6 +97,7 @@ func TestServerSideDryRun(t *testing.T) {
 // helm install --dry-run=server renders with lookup: an existing serving certificate is kept
 // while it is far from expiry, and issued anew when it is close to it.
 func TestServingCertificateKeptAcrossUpgrades(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	installCRDs(t, env)
 	ns := env.Namespace(t)

@@ -78,6 +78,7 @@ func renamed(t *testing.T, rw *rewrite.Rewriter, o client.Object, gv, kind strin
 // token, the Service's name as the server name and a CA from a Secret that exists. Every metrics
 // Service is scraped.
 func TestServiceMonitorsScrapeKubeRBACProxies(t *testing.T) {
+	t.Parallel()
 	opObjs := operatorObjects(t)
 	for render, objs := range renders(t) {
 		all := append(append([]*unstructured.Unstructured{}, objs...), opObjs...)

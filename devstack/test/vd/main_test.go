@@ -1,6 +1,7 @@
-// Package vd tests VirtualDisks on real parts: a private stack with the module installed from
-// the chart (moduletest: kubevirt-core, DVCR, virtualization-controller, Services and cluster
-// DNS, the local provisioner's volumes) on one local node, importer Pods on the node reading from
+// Package vd tests VirtualDisks on real parts: a cluster with the module installed from the
+// chart (moduletest.Installed: the suite's shared one, or else one of the package's own on one
+// local node; kubevirt-core, DVCR, virtualization-controller, Services and cluster DNS, the
+// local provisioner's volumes), importer Pods on the node reading from
 // an HTTP server in a test host or from DVCR, and the tiny guest booting from a disk's claim
 // under QEMU. Tests that boot a VM must hold the machine-wide lock:
 //
@@ -53,8 +54,8 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// stack is a private cluster with the module installed on one node, and an HTTP server that
-// serves the tiny guest's disk.
+// stack is a cluster with the module installed (the suite's shared one, or the package's own
+// on one node), and an HTTP server that serves the tiny guest's disk.
 type stack struct {
 	// admin talks to the friendly kinds and core objects; kubevirt talks kubevirt.io through a
 	// rewriter, as users of the core do.
@@ -68,8 +69,6 @@ type stack struct {
 	// metrics scrapes the chart's virtualization-controller.
 	metrics *metricsScraper
 }
-
-const node = "vd-node"
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
@@ -86,12 +85,13 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatalf("guest image: %v", err)
 	}
-	mc, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{node}, ImageStore: t.TempDir(), Log: os.Stderr})
+	// The suite's shared cluster, or one of the package's own on one node.
+	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{"vd-node"}, Log: os.Stderr})
 	if err != nil {
-		t.Fatalf("stack: %v", err)
+		t.Fatalf("the cluster with the module: %v", err)
 	}
-	// Runs after the tests' own cleanups (each test deletes what it made): the stack stops, the
-	// pods go, the volumes are released and every file is removed.
+	// Runs after the tests' own cleanups (each test deletes what it made): a cluster of the
+	// package's own stops, the pods go, the volumes are released and every file is removed.
 	t.Cleanup(func() {
 		if t.Failed() {
 			var b strings.Builder
@@ -102,9 +102,6 @@ func startStack(t *testing.T) *stack {
 			t.Errorf("stop the stack: %v", err)
 		}
 	})
-	if err := mc.Install(ctx); err != nil {
-		t.Fatalf("install the module: %v", err)
-	}
 
 	st := &stack{}
 	adminREST, err := clientcmd.BuildConfigFromFlags("", mc.Stack.KubeconfigPath())
@@ -189,10 +186,17 @@ const metricsService = "virtualization-controller-metrics"
 func newMetricsScraper(t *testing.T, kube kubernetes.Interface) *metricsScraper {
 	t.Helper()
 	ctx := longContext(t)
-	account := "vd-metrics"
+	// The cluster may be the suite's: the account and its binding are the run's own and go at
+	// the end.
+	account := fmt.Sprintf("vd-metrics-%d", os.Getpid())
 	if _, err := kube.CoreV1().ServiceAccounts(module.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: account}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := kube.CoreV1().ServiceAccounts(module.Namespace).Delete(context.Background(), account, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the metrics account: %v", err)
+		}
+	})
 	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: account},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: module.Release + "-metrics-reader"},
@@ -200,6 +204,11 @@ func newMetricsScraper(t *testing.T, kube kubernetes.Interface) *metricsScraper 
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), account, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the metrics binding: %v", err)
+		}
+	})
 	token, err := prometheus.Token(ctx, kube, module.Namespace, account, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,14 @@
-// Package e2e runs virtual machines for real: a control plane of its own with two local nodes
-// (node agents), the module installed from the chart as `make run` installs it (virt-operator
-// installs virt-api, virt-controller and virt-handler, each behind its rewriter sidecar and
-// under its own ServiceAccount), and the tiny guest booting under QEMU (TCG) through each
-// launcher's own libvirtd. The tests share that one installed module: installing it costs more
+// Package e2e runs virtual machines for real: a cluster with two local nodes (node agents; the
+// suite's shared one, or one of the package's own, moduletest.Installed), the module installed
+// from the chart as `make run` installs it (virt-operator installs virt-api, virt-controller and
+// virt-handler, each behind its rewriter sidecar and under its own ServiceAccount), and the tiny
+// guest booting under QEMU (TCG) through each launcher's own libvirtd. The tests share that one installed module: installing it costs more
 // than most tests.
 package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,11 +36,10 @@ func TestMain(m *testing.M) {
 }
 
 // guestImage is the containerDisk reference the tests' VMs boot: the tiny guest, pushed into the
-// module's DVCR once the module is up.
-var guestImage string
+// module's DVCR (module.PushContainerDisk) under a name of this package's own.
+const guestImage = module.DVCRPullHost + "/" + module.LocalImages + "/" + guestImageName + ":latest"
 
-// nodes are the shared cluster's local nodes; live migration needs two.
-var nodes = []string{"node-a", "node-b"}
+const guestImageName = "tiny-guest-e2e"
 
 // cluster is the local cluster with the module the tests share.
 type cluster struct {
@@ -54,12 +54,11 @@ var (
 	sharedOnce sync.Once
 	shared     *moduletest.Cluster
 	sharedErr  error
-	storeDir   string
 )
 
-// startCluster returns the cluster the package's tests share, starting it and installing the
-// module on first use; it stops after the last test (stopShared). A test that fails gets the
-// tail of every component's log.
+// startCluster returns the cluster the package's tests share, taking it (the suite's, or one of
+// the package's own, moduletest.Installed) on first use; a cluster of the package's own stops
+// after the last test (stopShared). A test that fails gets the tail of every component's log.
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -94,37 +93,25 @@ func startShared(t testing.TB) (*moduletest.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guest image: %w", err)
 	}
-	if storeDir, err = os.MkdirTemp("", "d8v-e2e-images-"); err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: nodes, ImageStore: storeDir, Log: os.Stderr})
+	// Live migration needs two nodes.
+	c, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"node-a", "node-b"}, Log: os.Stderr})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Install(ctx); err != nil {
-		c.Logs(os.Stderr)
-		return nil, err
+	if _, err := module.PushContainerDisk(ctx, c.Stack, guestImageName, img.Disk); err != nil {
+		return nil, errors.Join(err, c.Stop())
 	}
-	if guestImage, err = module.PushContainerDisk(ctx, c.Stack, "tiny-guest-e2e", img.Disk); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "e2e: the shared cluster with the module is up after %s\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "e2e: the cluster with the module is up after %s\n", time.Since(start).Round(time.Second))
 	return c, nil
 }
 
-// stopShared stops the shared cluster after the last test.
+// stopShared stops the package's own cluster after the last test.
 func stopShared() error {
-	var err error
-	if shared != nil {
-		err = shared.Stop()
+	if shared == nil {
+		return nil
 	}
-	if storeDir != "" {
-		if rmErr := os.RemoveAll(storeDir); err == nil {
-			err = rmErr
-		}
-	}
-	return err
+	return shared.Stop()
 }
 
 // eventually polls check until it is nil or the timeout passes.

@@ -108,6 +108,8 @@ func TestLiveMigration(t *testing.T) {
 	if out, err := testenv.KubectlInput(t, admin, "", "cordon", target); err != nil {
 		t.Fatalf("cordon: %v\n%s", err, out)
 	}
+	// The cluster may be the suite's: the node is schedulable again whatever happens here.
+	t.Cleanup(func() { _, _ = testenv.KubectlInput(t, admin, "", "uncordon", target) })
 	stuck := newMigration(ns, "mover-stuck", vm.Name, map[string]string{kubevirtv1.MigrationUnschedulablePodTimeoutSecondsAnnotation: "5"})
 	if err := kc.Create(ctx, stuck); err != nil {
 		t.Fatalf("create migration: %v", err)

@@ -30,12 +30,17 @@ func TestVMNodeCases(t *testing.T) {
 	c := startCluster(t)
 	kc := kubevirtClient(t, c)
 	// QEMU processes are found (and killed) by their domain name, <namespace>_<name>, on a machine
-	// other e2e runs may share: a namespace of this run's own keeps the names apart. The cluster
-	// goes at the end, and the namespace with it.
+	// other e2e runs may share: a namespace of this run's own keeps the names apart. It goes at
+	// the end (the cases' VMs went before): the cluster may be the suite's.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-cases-%d", os.Getpid())}}
 	if err := kc.Create(testenv.Context(t), ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := kc.Delete(context.Background(), ns); err != nil {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
 	// Launcher Pods need the namespace's default service account, which a controller adds.
 	eventually(t, time.Minute, "service account default", func(ctx context.Context) error {
 		return kc.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
