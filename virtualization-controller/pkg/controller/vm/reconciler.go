@@ -92,7 +92,7 @@ func (r *Reconciler) usersOf(kind v1alpha2.BlockDeviceKind) handler.EventHandler
 func uses(vm *v1alpha2.VirtualMachine, kind v1alpha2.BlockDeviceKind, o client.Object) bool {
 	switch kind {
 	case "":
-		return vm.Spec.VirtualMachineClassName == o.GetName() || vm.Spec.VirtualMachineClassName == ""
+		return vm.Spec.VirtualMachineClassName == o.GetName()
 	case "VirtualMachineIPAddress":
 		return true
 	}
@@ -164,8 +164,8 @@ func getOptional[T client.Object](ctx context.Context, c client.Reader, key type
 	return obj, nil
 }
 
-// inputs reads what the VM depends on: its class (the default one when it names none, written
-// into its spec), block devices, cloud-init Secret and IP address.
+// inputs reads what the VM depends on: its class, block devices, cloud-init Secret and IP
+// address.
 func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, internal *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*StatusInputs, error) {
 	in := &StatusInputs{VM: vm, Internal: internal, VMI: vmi, Now: metav1.NewTime(r.clock.Now())}
 	if err := r.readClass(ctx, in); err != nil {
@@ -197,53 +197,26 @@ func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, in
 }
 
 func (r *Reconciler) readClass(ctx context.Context, in *StatusInputs) error {
-	vm := in.VM
-	if vm.Spec.VirtualMachineClassName == "" {
-		var classes v1alpha3.VirtualMachineClassList
-		if err := r.client.List(ctx, &classes); err != nil {
-			return fmt.Errorf("list VirtualMachineClasses: %w", err)
-		}
-		name, problem := DefaultClass(classes.Items)
-		if problem != "" {
-			in.ClassProblem = problem
-			return nil
-		}
-		patch := client.MergeFrom(vm.DeepCopy())
-		vm.Spec.VirtualMachineClassName = name
-		if err := r.client.Patch(ctx, vm, patch); err != nil {
-			return fmt.Errorf("set spec.virtualMachineClassName to the default class %s: %w", name, err)
-		}
+	name := in.VM.Spec.VirtualMachineClassName
+	if name == "" {
+		// The defaulting webhook fills it from the default class; empty means there was no
+		// single default when the VM was written.
+		in.ClassProblem = "spec.virtualMachineClassName is empty and no single VirtualMachineClass was annotated " +
+			v1alpha2.AnnotationDefaultClass + "=true when the VirtualMachine was written: name a class"
+		return nil
 	}
-	class, err := getOptional(ctx, r.client, types.NamespacedName{Name: vm.Spec.VirtualMachineClassName}, &v1alpha3.VirtualMachineClass{})
+	class, err := getOptional(ctx, r.client, types.NamespacedName{Name: name}, &v1alpha3.VirtualMachineClass{})
 	switch {
 	case err != nil:
 		return err
 	case class == nil:
-		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", vm.Spec.VirtualMachineClassName)
+		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", name)
 	case class.DeletionTimestamp != nil:
 		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s is being deleted", class.Name)
 	default:
 		in.Class = class
 	}
 	return nil
-}
-
-// DefaultClass is the name of the one class annotated as the default; a problem when there is
-// none or more than one.
-func DefaultClass(classes []v1alpha3.VirtualMachineClass) (string, string) {
-	var names []string
-	for i := range classes {
-		if classes[i].Annotations[v1alpha2.AnnotationDefaultClass] == "true" {
-			names = append(names, classes[i].Name)
-		}
-	}
-	switch len(names) {
-	case 1:
-		return names[0], ""
-	case 0:
-		return "", "spec.virtualMachineClassName is empty and no VirtualMachineClass is annotated " + v1alpha2.AnnotationDefaultClass + "=true"
-	}
-	return "", fmt.Sprintf("spec.virtualMachineClassName is empty and several VirtualMachineClasses are the default: %v", names)
 }
 
 func (r *Reconciler) device(ctx context.Context, ns string, ref v1alpha2.BlockDeviceSpecRef) (Device, error) {
