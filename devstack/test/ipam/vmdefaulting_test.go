@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,11 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha3"
 	"github.com/d8virt/devstack/testenv"
+	vmctrl "github.com/d8virt/virtualization-controller/pkg/controller/vm"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmdefaulting"
 )
 
@@ -28,6 +31,9 @@ func TestVirtualMachineDefaulting(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testenv.Context(t)
 	registerDefaulting(t, env, c, ns)
+	// The webhook puts the VM controller's finalizer on every new VM; no controller runs here to
+	// take it off, so the test does (registered after the namespace's cleanup: it runs first).
+	t.Cleanup(func() { dropFinalizers(t, env, ns) })
 	scheme := kruntime.NewScheme()
 	for _, add := range []func(*kruntime.Scheme) error{v1alpha2.AddToScheme, v1alpha3.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -106,6 +112,9 @@ func TestVirtualMachineDefaulting(t *testing.T) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(tc.vm), got); err != nil {
 			t.Fatal(err)
 		}
+		if !slices.Contains(got.Finalizers, vmctrl.Finalizer) {
+			t.Errorf("%s has no finalizer %s: %v", tc.vm.Name, vmctrl.Finalizer, got.Finalizers)
+		}
 		if s := got.Spec; s.VirtualMachineClassName != tc.wantClass || s.CPU.CoreFraction != tc.wantFrac || s.RunPolicy != v1alpha2.AlwaysOnUnlessStoppedManuallyPolicy {
 			t.Errorf("%s read back with class %q, coreFraction %q, runPolicy %q; want %q, %q, AlwaysOnUnlessStoppedManually",
 				tc.vm.Name, s.VirtualMachineClassName, s.CPU.CoreFraction, s.RunPolicy, tc.wantClass, tc.wantFrac)
@@ -123,6 +132,23 @@ func TestVirtualMachineDefaulting(t *testing.T) {
 	}
 	if got.Spec.VirtualMachineClassName != class.Name || got.Spec.CPU.CoreFraction != "20%" {
 		t.Errorf("after an update without a class: class %q coreFraction %q", got.Spec.VirtualMachineClassName, got.Spec.CPU.CoreFraction)
+	}
+}
+
+// dropFinalizers takes every finalizer off the VirtualMachines of ns.
+func dropFinalizers(t *testing.T, env *testenv.Env, ns string) {
+	t.Helper()
+	c := newClient(t, env)
+	var vms v1alpha2.VirtualMachineList
+	if err := c.List(context.Background(), &vms, client.InNamespace(ns)); err != nil {
+		t.Errorf("list VMs: %v", err)
+		return
+	}
+	for i := range vms.Items {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		if err := c.Patch(context.Background(), &vms.Items[i], patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("drop the finalizers of %s: %v", vms.Items[i].Name, err)
+		}
 	}
 }
 

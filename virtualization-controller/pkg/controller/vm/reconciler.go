@@ -289,9 +289,6 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 	}
 	cur := in.Internal
 	if cur == nil {
-		if StartsAtCreation(in.VM.Spec.RunPolicy) {
-			desired.Annotations[AnnotationStartPending] = "true"
-		}
 		if err := r.client.Create(ctx, desired); err != nil {
 			return nil, fmt.Errorf("create the internal VM: %w", err)
 		}
@@ -314,33 +311,25 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 	return cur, nil
 }
 
-// power carries DecidePower out: the state change requests on the internal VM's status, then
-// the start-pending mark off.
+// power carries DecidePower out: the state change requests on the internal VM's status.
 func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
 	internal := in.Internal
-	startPending := internal.Annotations[AnnotationStartPending] != ""
 	automatic := in.VM.Spec.Disruptions != nil && in.VM.Spec.Disruptions.RestartApprovalMode == v1alpha2.Automatic
 	p := DecidePower(PowerInputs{
-		Policy: in.VM.Spec.RunPolicy, StartPending: startPending,
+		Policy: in.VM.Spec.RunPolicy, StartPending: StartPending(in.VM),
 		RequestsPending: len(internal.Status.StateChangeRequests) > 0, VMI: in.VMI,
 		RestartForChanges: automatic && len(in.Changes) > 0,
 	})
-	if p != PowerNone {
-		log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
-		internal = internal.DeepCopy()
-		internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
-		if err := r.client.Status().Update(ctx, internal); err != nil {
-			return fmt.Errorf("ask the core to %s the VM: %w", p, err)
-		}
-		r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
+	if p == PowerNone {
+		return nil
 	}
-	if startPending && (p == PowerStart || in.VMI != nil) {
-		patch := client.MergeFrom(internal.DeepCopy())
-		delete(internal.Annotations, AnnotationStartPending)
-		if err := r.client.Patch(ctx, internal, patch); err != nil {
-			return fmt.Errorf("remove %s: %w", AnnotationStartPending, err)
-		}
+	log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
+	internal = internal.DeepCopy()
+	internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
+	if err := r.client.Status().Update(ctx, internal); err != nil {
+		return fmt.Errorf("ask the core to %s the VM: %w", p, err)
 	}
+	r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
 	in.Internal = internal
 	return nil
 }

@@ -115,9 +115,6 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 	if reqs := kv.Status.StateChangeRequests; len(reqs) != 1 || reqs[0].Action != kubevirtv1.StartRequest {
 		t.Errorf("state change requests %+v, want a Start", reqs)
 	}
-	if _, ok := kv.Annotations[AnnotationStartPending]; ok {
-		t.Error("start-pending left after the start request")
-	}
 	if got := w.vm().Status.Phase; got != v1alpha2.MachineStarting {
 		t.Errorf("phase %s, want Starting", got)
 	}

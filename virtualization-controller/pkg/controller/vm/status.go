@@ -61,7 +61,7 @@ func Phase(in *StatusInputs) v1alpha2.MachinePhase {
 		if len(in.Internal.Status.StateChangeRequests) > 0 && in.Internal.Status.StateChangeRequests[0].Action == kubevirtv1.StartRequest {
 			return v1alpha2.MachineStarting
 		}
-		if in.Internal.Annotations[AnnotationStartPending] != "" {
+		if StartPending(in.VM) {
 			return v1alpha2.MachineStarting
 		}
 		return v1alpha2.MachineStopped

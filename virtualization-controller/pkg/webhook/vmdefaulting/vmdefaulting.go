@@ -3,15 +3,19 @@
 // class gets the default class (the one annotated
 // virtualmachineclass.virtualization.deckhouse.io/is-default-class=true), and one that sets no
 // coreFraction gets its class's default for its cores, as the reference module defaults them.
-// The VM controller reads the spec as written and defaults nothing itself.
+// The VM controller reads the spec as written and defaults nothing itself. A new VM also gets the
+// controller's cleanup finalizer here, so that the controller need not write it (one API write
+// less per VM; it still adds one that is missing).
 package vmdefaulting
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -60,6 +64,13 @@ func (d *Defaulter) Handle(ctx context.Context, req admission.Request) admission
 	} {
 		if f.was != f.is {
 			ops = append(ops, jsonpatch.NewOperation("add", f.path, f.is))
+		}
+	}
+	if req.Operation == admissionv1.Create && !slices.Contains(machine.Finalizers, vm.Finalizer) {
+		if len(machine.Finalizers) == 0 {
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/finalizers", []string{vm.Finalizer}))
+		} else {
+			ops = append(ops, jsonpatch.NewOperation("add", "/metadata/finalizers/-", vm.Finalizer))
 		}
 	}
 	return admission.Patched("", ops...)

@@ -3,6 +3,7 @@ package vmdefaulting
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -91,9 +92,22 @@ func TestHandle(t *testing.T) {
 	for _, p := range resp.Patches {
 		got[p.Path] = p.Value
 	}
-	want := map[string]any{"/spec/virtualMachineClassName": "generic", "/spec/cpu/coreFraction": "10%"}
-	if len(got) != len(want) || got["/spec/virtualMachineClassName"] != "generic" || got["/spec/cpu/coreFraction"] != "10%" {
-		t.Errorf("patches %+v, want %v", resp.Patches, want)
+	if len(got) != 3 || got["/spec/virtualMachineClassName"] != "generic" || got["/spec/cpu/coreFraction"] != "10%" ||
+		fmt.Sprint(got["/metadata/finalizers"]) != "[virtualization.deckhouse.io/vm-cleanup]" {
+		t.Errorf("patches %+v", resp.Patches)
+	}
+
+	// Another finalizer is kept; an update gets no finalizer.
+	vm.Finalizers = []string{"example.com/keep"}
+	req.Object.Raw, _ = json.Marshal(vm)
+	if resp := d.Handle(context.Background(), req); len(resp.Patches) != 3 || resp.Patches[2].Path != "/metadata/finalizers/-" {
+		t.Errorf("with a finalizer: %+v", resp.Patches)
+	}
+	vm.Finalizers = nil
+	req.Operation = admissionv1.Update
+	req.Object.Raw, _ = json.Marshal(vm)
+	if resp := d.Handle(context.Background(), req); len(resp.Patches) != 2 {
+		t.Errorf("update: %+v", resp.Patches)
 	}
 
 	req.Object.Raw = []byte("{")
