@@ -8,21 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 // TestWritesPerStart counts the API writes the controller makes for one start of a new VM (its
@@ -31,22 +23,14 @@ import (
 // status Starting, the status Running). Events are not counted. The guest agent's answer later
 // costs one status write more.
 func TestWritesPerStart(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
 	vm := reconcilerVM()
 	vm.Finalizers = []string{Finalizer}
 	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"},
 		Status: v1alpha2.VirtualDiskStatus{Phase: v1alpha2.DiskReady, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: "root-pvc"}}}
 	vmip := &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
 		Status: v1alpha2.VirtualMachineIPAddressStatus{Address: "10.66.10.3", VirtualMachineName: "web"}}
-	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	core := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).
-		WithObjects(vm, class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost}), vd, vmip).
-		WithStatusSubresource(&v1alpha2.VirtualMachine{}, &kubevirtv1.VirtualMachine{}, &v1alpha2.VirtualDisk{}).Build()
+	w := newWorld(t, vm, class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost}), vd, vmip)
+	core := w.c.(client.WithWatch)
 	var writes []string
 	count := func(verb string, obj client.Object, sub string) {
 		writes = append(writes, fmt.Sprintf("%s %T%s", verb, obj, sub))
@@ -77,15 +61,13 @@ func TestWritesPerStart(t *testing.T) {
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
 	})
-	r := NewReconciler(counted, counted, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), events.NewFakeRecorder(100))
+	w.r = NewReconciler(counted, counted, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), w.recorder)
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	reconcile := func(times int) {
 		t.Helper()
 		for range times {
-			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
-				t.Fatal(err)
-			}
+			w.reconcile()
 		}
 	}
 
