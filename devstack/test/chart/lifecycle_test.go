@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
@@ -16,6 +17,8 @@ import (
 var kubeVirtGVR = schema.GroupVersionResource{
 	Group: "internal.virtualization.deckhouse.io", Version: "v1", Resource: "internalvirtualizationkubevirts",
 }
+
+var classGVR = schema.GroupVersionResource{Group: "virtualization.deckhouse.io", Version: "v1alpha3", Resource: "virtualmachineclasses"}
 
 // helm install, upgrade and uninstall against the apiserver (no node runs the pods): the
 // KubeVirt resource maps on install (its CRD comes from crds/), an upgrade with the same values
@@ -43,6 +46,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { _, _ = helm(t, "uninstall", rel, "--namespace", ns, "--kubeconfig", env.Kubeconfig) })
+	// The class generic is kept on uninstall (machines use it): the next release must not find it.
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(classGVR).Delete(context.Background(), "generic", metav1.DeleteOptions{})
+	})
 
 	run("install", rel, chartDir(t))
 	deployments := env.Kube.AppsV1().Deployments(ns)
@@ -116,5 +123,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	}
 	if _, err := env.Ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, kubeVirtGVR.GroupResource().String(), metav1.GetOptions{}); err != nil {
 		t.Errorf("helm uninstall removed the KubeVirt CRD: %v", err)
+	}
+	if c, err := env.Dynamic.Resource(classGVR).Get(ctx, "generic", metav1.GetOptions{}); err != nil || c.GetAnnotations()["virtualmachineclass.virtualization.deckhouse.io/is-default-class"] != "true" {
+		t.Errorf("helm uninstall removed the default class generic: %v", err)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmdefaulting"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
 )
@@ -112,6 +113,7 @@ func startController(t *testing.T, env *testenv.Env) *controller {
 	srv.Register(classconversion.Path, classconversion.NewHandler(mgr.GetLogger()))
 	srv.Register(vmipvalidation.Path, &webhook.Admission{Handler: vmipvalidation.NewValidator(mgr.GetAPIReader(), rng, admission.NewDecoder(scheme))})
 	srv.Register(vmvalidation.Path, &webhook.Admission{Handler: vmvalidation.NewValidator(mgr.GetAPIReader(), admission.NewDecoder(scheme))})
+	srv.Register(vmdefaulting.Path, &webhook.Admission{Handler: vmdefaulting.NewDefaulter(mgr.GetAPIReader(), admission.NewDecoder(scheme))})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &controller{mgr: mgr, cancel: cancel, done: make(chan error, 1), url: fmt.Sprintf("https://%s:%d", host, port), ca: ca}
 	go func() { c.done <- mgr.Start(ctx) }()

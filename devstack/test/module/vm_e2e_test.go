@@ -128,6 +128,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
 	_ = con.Close()
+	checkVMStatus(t, st, kc)
 	checkVirtualizationAPI(t, ctx, st, "module-e2e")
 	checkVirtualMachineBlockDeviceAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
 	con = openConsole(t, ctx, st.kubevirt, "module-e2e")

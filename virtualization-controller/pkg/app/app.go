@@ -49,6 +49,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/subresources"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
+	"github.com/d8virt/virtualization-controller/pkg/webhook/vmdefaulting"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmipvalidation"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/vmvalidation"
 )
@@ -204,6 +205,7 @@ func setupWebhooks(mgr manager.Manager, o Options) error {
 	srv.Register(classconversion.Path, classconversion.NewHandler(mgr.GetLogger().WithName("classconversion")))
 	srv.Register(vmipvalidation.Path, &webhook.Admission{Handler: vmipvalidation.NewValidator(mgr.GetAPIReader(), o.VirtualMachineCIDRs, decoder)})
 	srv.Register(vmvalidation.Path, &webhook.Admission{Handler: vmvalidation.NewValidator(mgr.GetAPIReader(), decoder)})
+	srv.Register(vmdefaulting.Path, &webhook.Admission{Handler: vmdefaulting.NewDefaulter(mgr.GetAPIReader(), decoder)})
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return fmt.Errorf("readyz: %w", err)
 	}

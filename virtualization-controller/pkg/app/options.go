@@ -56,8 +56,8 @@ type Options struct {
 	// VirtualMachineClass CRD's conversion is pointed at it, trusting WebhookCAFile.
 	WebhookService string
 	WebhookCAFile  string
-	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle the controller
-	// sets to WebhookCAFile.
+	// WebhookConfiguration names the ValidatingWebhookConfiguration and the
+	// MutatingWebhookConfiguration whose caBundle the controller sets to WebhookCAFile.
 	WebhookConfiguration string
 	// SourceInterval is how often an image that waits for its source (an object not Ready
 	// yet, a missing pull secret) looks again.
@@ -94,7 +94,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/etc/webhook/tls", "directory with the webhook server's tls.crt and tls.key")
 	fs.StringVar(&o.WebhookService, "webhook-service", "virtualization-controller-webhook", "Service (in --namespace, port 443) in front of the webhook server")
 	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
-	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration whose caBundle is set to the webhook CA")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration and MutatingWebhookConfiguration (of this one name) whose caBundle is set to the webhook CA")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
 	o.Log.Bind(fs)

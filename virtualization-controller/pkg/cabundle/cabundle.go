@@ -1,5 +1,5 @@
 // Package cabundle puts the webhook server's CA into the chart's ValidatingWebhookConfiguration
-// when virtualization-controller starts. The chart issues the serving certificate into a Secret
+// and MutatingWebhookConfiguration (both of one name) when virtualization-controller starts. The chart issues the serving certificate into a Secret
 // (docs/chart.md) and writes the configuration without a caBundle, since one template cannot
 // hand the CA it generated to another; the controller, which mounts the Secret, patches it in.
 package cabundle
@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
-// Patcher sets the caBundle of every webhook of one ValidatingWebhookConfiguration.
+// Patcher sets the caBundle of every webhook of the ValidatingWebhookConfiguration and the
+// MutatingWebhookConfiguration of one name.
 type Patcher struct {
 	kube kubernetes.Interface
 	name string
@@ -27,7 +27,7 @@ type Patcher struct {
 	poll time.Duration
 }
 
-// NewPatcher patches the configuration name with ca.
+// NewPatcher patches the two configurations name with ca.
 func NewPatcher(kube kubernetes.Interface, name string, ca []byte, log logr.Logger, poll time.Duration) *Patcher {
 	return &Patcher{kube: kube, name: name, ca: ca, log: log, poll: poll}
 }
@@ -51,29 +51,57 @@ func (p *Patcher) Start(ctx context.Context) error {
 // NeedLeaderElection is false: see Start.
 func (p *Patcher) NeedLeaderElection() bool { return false }
 
-// Patch sets the caBundle of each webhook, keyed by name (a strategic merge patch).
+// Patch sets the caBundle of each webhook of both configurations, keyed by name (a strategic
+// merge patch).
 func (p *Patcher) Patch(ctx context.Context) error {
-	api := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	cfg, err := api.Get(ctx, p.name, metav1.GetOptions{})
+	validating := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	v, err := validating.Get(ctx, p.name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("get %s: %w", p.name, err)
+		return fmt.Errorf("get ValidatingWebhookConfiguration %s: %w", p.name, err)
 	}
-	patch, err := json.Marshal(Patch(cfg, p.ca))
+	mutating := p.kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	m, err := mutating.Get(ctx, p.name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("encode patch: %w", err)
+		return fmt.Errorf("get MutatingWebhookConfiguration %s: %w", p.name, err)
 	}
-	if _, err := api.Patch(ctx, p.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch %s: %w", p.name, err)
+	var vNames, mNames []string
+	for _, w := range v.Webhooks {
+		vNames = append(vNames, w.Name)
 	}
-	p.log.Info("webhook caBundle set", "configuration", p.name, "webhooks", len(cfg.Webhooks))
+	for _, w := range m.Webhooks {
+		mNames = append(mNames, w.Name)
+	}
+	if err := patch(ctx, validating, p.name, vNames, p.ca); err != nil {
+		return fmt.Errorf("ValidatingWebhookConfiguration: %w", err)
+	}
+	if err := patch(ctx, mutating, p.name, mNames, p.ca); err != nil {
+		return fmt.Errorf("MutatingWebhookConfiguration: %w", err)
+	}
+	p.log.Info("webhook caBundle set", "configuration", p.name, "validating", len(vNames), "mutating", len(mNames))
 	return nil
 }
 
-// Patch is the strategic merge patch that sets ca on every webhook of cfg.
-func Patch(cfg *admissionregistrationv1.ValidatingWebhookConfiguration, ca []byte) map[string]any {
-	hooks := make([]map[string]any, 0, len(cfg.Webhooks))
-	for _, w := range cfg.Webhooks {
-		hooks = append(hooks, map[string]any{"name": w.Name, "clientConfig": map[string]any{"caBundle": ca}})
+// patcher is the Patch of either configuration's client.
+type patcher[T any] interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+func patch[T any](ctx context.Context, api patcher[T], name string, webhooks []string, ca []byte) error {
+	body, err := json.Marshal(Patch(webhooks, ca))
+	if err != nil {
+		return fmt.Errorf("encode patch: %w", err)
+	}
+	if _, err := api.Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch %s: %w", name, err)
+	}
+	return nil
+}
+
+// Patch is the strategic merge patch that sets ca on every named webhook.
+func Patch(webhooks []string, ca []byte) map[string]any {
+	hooks := make([]map[string]any, 0, len(webhooks))
+	for _, name := range webhooks {
+		hooks = append(hooks, map[string]any{"name": name, "clientConfig": map[string]any{"caBundle": ca}})
 	}
 	return map[string]any{"webhooks": hooks}
 }

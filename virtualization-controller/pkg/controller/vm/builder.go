@@ -25,9 +25,6 @@ const (
 	// friendly spec the template was built from, as JSON (AppliedSpec): the running guest's
 	// configuration, that changes awaiting a restart are measured against.
 	AnnotationAppliedSpec = "virtualization.deckhouse.io/applied-spec"
-	// AnnotationStartPending on the internal VM: created for a run policy that starts it, and not
-	// started yet. The controller removes it once it has asked the core to start the VM.
-	AnnotationStartPending = "virtualization.deckhouse.io/start-pending"
 	// AnnotationSpecHash on the internal VM is the hash of the spec Build made: the core's webhooks
 	// default the stored spec, so the controller compares what it would build with what it built.
 	AnnotationSpecHash = "virtualization.deckhouse.io/spec-hash"

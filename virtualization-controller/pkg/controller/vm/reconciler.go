@@ -97,7 +97,7 @@ func (r *Reconciler) usersOf(kind v1alpha2.BlockDeviceKind) handler.EventHandler
 func uses(vm *v1alpha2.VirtualMachine, kind v1alpha2.BlockDeviceKind, o client.Object) bool {
 	switch kind {
 	case "":
-		return vm.Spec.VirtualMachineClassName == o.GetName() || vm.Spec.VirtualMachineClassName == ""
+		return vm.Spec.VirtualMachineClassName == o.GetName()
 	case "VirtualMachineIPAddress":
 		return true
 	}
@@ -158,8 +158,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, r.writeStatus(ctx, in)
 }
 
-// inputs reads what the VM depends on: its class (the default one when it names none, written
-// into its spec), block devices, cloud-init Secret and IP address.
+// inputs reads what the VM depends on: its class, block devices, cloud-init Secret and IP
+// address.
 func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, internal *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (*StatusInputs, error) {
 	in := &StatusInputs{VM: vm, Internal: internal, VMI: vmi, Now: metav1.NewTime(r.clock.Now())}
 	if err := r.readClass(ctx, in); err != nil {
@@ -200,53 +200,26 @@ func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, in
 }
 
 func (r *Reconciler) readClass(ctx context.Context, in *StatusInputs) error {
-	vm := in.VM
-	if vm.Spec.VirtualMachineClassName == "" {
-		var classes v1alpha3.VirtualMachineClassList
-		if err := r.client.List(ctx, &classes); err != nil {
-			return fmt.Errorf("list VirtualMachineClasses: %w", err)
-		}
-		name, problem := DefaultClass(classes.Items)
-		if problem != "" {
-			in.ClassProblem = problem
-			return nil
-		}
-		patch := client.MergeFrom(vm.DeepCopy())
-		vm.Spec.VirtualMachineClassName = name
-		if err := r.client.Patch(ctx, vm, patch); err != nil {
-			return fmt.Errorf("set spec.virtualMachineClassName to the default class %s: %w", name, err)
-		}
+	name := in.VM.Spec.VirtualMachineClassName
+	if name == "" {
+		// The defaulting webhook fills it from the default class; empty means there was no
+		// single default when the VM was written.
+		in.ClassProblem = "spec.virtualMachineClassName is empty and no single VirtualMachineClass was annotated " +
+			v1alpha2.AnnotationDefaultClass + "=true when the VirtualMachine was written: name a class"
+		return nil
 	}
-	class, err := kubeget.Optional(ctx, r.client, types.NamespacedName{Name: vm.Spec.VirtualMachineClassName}, &v1alpha3.VirtualMachineClass{})
+	class, err := kubeget.Optional(ctx, r.client, types.NamespacedName{Name: name}, &v1alpha3.VirtualMachineClass{})
 	switch {
 	case err != nil:
 		return err
 	case class == nil:
-		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", vm.Spec.VirtualMachineClassName)
+		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", name)
 	case class.DeletionTimestamp != nil:
 		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s is being deleted", class.Name)
 	default:
 		in.Class = class
 	}
 	return nil
-}
-
-// DefaultClass is the name of the one class annotated as the default; a problem when there is
-// none or more than one.
-func DefaultClass(classes []v1alpha3.VirtualMachineClass) (string, string) {
-	var names []string
-	for i := range classes {
-		if classes[i].Annotations[v1alpha2.AnnotationDefaultClass] == "true" {
-			names = append(names, classes[i].Name)
-		}
-	}
-	switch len(names) {
-	case 1:
-		return names[0], ""
-	case 0:
-		return "", "spec.virtualMachineClassName is empty and no VirtualMachineClass is annotated " + v1alpha2.AnnotationDefaultClass + "=true"
-	}
-	return "", fmt.Sprintf("spec.virtualMachineClassName is empty and several VirtualMachineClasses are the default: %v", names)
 }
 
 func (r *Reconciler) device(ctx context.Context, ns string, ref v1alpha2.BlockDeviceSpecRef) (Device, error) {
@@ -319,9 +292,6 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 	}
 	cur := in.Internal
 	if cur == nil {
-		if StartsAtCreation(in.VM.Spec.RunPolicy) {
-			desired.Annotations[AnnotationStartPending] = "true"
-		}
 		if err := r.client.Create(ctx, desired); err != nil {
 			return nil, fmt.Errorf("create the internal VM: %w", err)
 		}
@@ -344,33 +314,25 @@ func (r *Reconciler) applyInternal(ctx context.Context, in *StatusInputs) (*kube
 	return cur, nil
 }
 
-// power carries DecidePower out: the state change requests on the internal VM's status, then
-// the start-pending mark off.
+// power carries DecidePower out: the state change requests on the internal VM's status.
 func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
 	internal := in.Internal
-	startPending := internal.Annotations[AnnotationStartPending] != ""
 	automatic := in.VM.Spec.Disruptions != nil && in.VM.Spec.Disruptions.RestartApprovalMode == v1alpha2.Automatic
 	p := DecidePower(PowerInputs{
-		Policy: in.VM.Spec.RunPolicy, StartPending: startPending,
+		Policy: in.VM.Spec.RunPolicy, StartPending: StartPending(in.VM),
 		RequestsPending: len(internal.Status.StateChangeRequests) > 0, VMI: in.VMI,
 		RestartForChanges: automatic && len(in.Changes) > 0,
 	})
-	if p != PowerNone {
-		log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
-		internal = internal.DeepCopy()
-		internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
-		if err := r.client.Status().Update(ctx, internal); err != nil {
-			return fmt.Errorf("ask the core to %s the VM: %w", p, err)
-		}
-		r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
+	if p == PowerNone {
+		return nil
 	}
-	if startPending && (p == PowerStart || in.VMI != nil) {
-		patch := client.MergeFrom(internal.DeepCopy())
-		delete(internal.Annotations, AnnotationStartPending)
-		if err := r.client.Patch(ctx, internal, patch); err != nil {
-			return fmt.Errorf("remove %s: %w", AnnotationStartPending, err)
-		}
+	log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
+	internal = internal.DeepCopy()
+	internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
+	if err := r.client.Status().Update(ctx, internal); err != nil {
+		return fmt.Errorf("ask the core to %s the VM: %w", p, err)
 	}
+	r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
 	in.Internal = internal
 	return nil
 }

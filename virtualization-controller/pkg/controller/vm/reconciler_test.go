@@ -81,28 +81,18 @@ func (w *world) internal() *kubevirtv1.VirtualMachine {
 func reconcilerVM() *v1alpha2.VirtualMachine {
 	vm := friendlyVM()
 	vm.UID = ""
-	vm.Spec.VirtualMachineClassName = ""
 	vm.Spec.BlockDeviceRefs = vm.Spec.BlockDeviceRefs[:1]
 	return vm
-}
-
-func defaultClass() *v1alpha3.VirtualMachineClass {
-	c := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost})
-	c.Annotations = map[string]string{v1alpha2.AnnotationDefaultClass: "true"}
-	return c
 }
 
 func TestReconcileCreatesAndStarts(t *testing.T) {
 	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}}
 	vmip := &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
 		Status: v1alpha2.VirtualMachineIPAddressStatus{Address: "10.66.10.3", VirtualMachineName: "web"}}
-	w := newWorld(t, reconcilerVM(), defaultClass(), vd, vmip)
+	w := newWorld(t, reconcilerVM(), class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost}), vd, vmip)
 
 	w.reconcile()
 	vm := w.vm()
-	if vm.Spec.VirtualMachineClassName != "generic" {
-		t.Errorf("class %q, want the default generic", vm.Spec.VirtualMachineClassName)
-	}
 	if vm.Status.Phase != v1alpha2.MachinePending || !meta.IsStatusConditionFalse(vm.Status.Conditions, string(vmcondition.TypeBlockDevicesReady)) {
 		t.Errorf("disk not ready: phase %s conditions %+v", vm.Status.Phase, vm.Status.Conditions)
 	}
@@ -124,9 +114,6 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 	}
 	if reqs := kv.Status.StateChangeRequests; len(reqs) != 1 || reqs[0].Action != kubevirtv1.StartRequest {
 		t.Errorf("state change requests %+v, want a Start", reqs)
-	}
-	if _, ok := kv.Annotations[AnnotationStartPending]; ok {
-		t.Error("start-pending left after the start request")
 	}
 	if got := w.vm().Status.Phase; got != v1alpha2.MachineStarting {
 		t.Errorf("phase %s, want Starting", got)
@@ -197,25 +184,6 @@ func TestReconcileDeletion(t *testing.T) {
 	}
 }
 
-func TestDefaultClass(t *testing.T) {
-	mk := func(name string, def bool) v1alpha3.VirtualMachineClass {
-		c := v1alpha3.VirtualMachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if def {
-			c.Annotations = map[string]string{v1alpha2.AnnotationDefaultClass: "true"}
-		}
-		return c
-	}
-	if name, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", false), mk("b", true)}); name != "b" || problem != "" {
-		t.Errorf("one default: %q %q", name, problem)
-	}
-	if _, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", false)}); problem == "" {
-		t.Error("no default: no problem")
-	}
-	if _, problem := DefaultClass([]v1alpha3.VirtualMachineClass{mk("a", true), mk("b", true)}); problem == "" {
-		t.Error("two defaults: no problem")
-	}
-}
-
 func TestSecretProblem(t *testing.T) {
 	ok := &corev1.Secret{Type: v1alpha2.SecretTypeCloudInit, Data: map[string][]byte{"userData": []byte("#cloud-config")}}
 	cases := []struct {
@@ -238,7 +206,7 @@ func TestReconcileLeavesAForeignInternalVM(t *testing.T) {
 	vm := reconcilerVM()
 	vm.UID = "mine"
 	foreign := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{"x": "y"}}}
-	w := newWorld(t, vm, defaultClass(), foreign)
+	w := newWorld(t, vm, class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost}), foreign)
 	w.reconcile()
 	if got := w.internal(); got.Spec.Template != nil || got.Labels["x"] != "y" {
 		t.Errorf("the foreign internal VM was changed: %+v", got)

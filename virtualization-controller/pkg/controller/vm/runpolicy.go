@@ -26,7 +26,8 @@ func (p Power) String() string { return [...]string{"None", "Start", "Stop", "Re
 // PowerInputs are what DecidePower looks at.
 type PowerInputs struct {
 	Policy v1alpha2.RunPolicy
-	// StartPending: the internal VM carries AnnotationStartPending.
+	// StartPending: the internal VM was created for a policy that starts it and not started yet
+	// (StartPending).
 	StartPending bool
 	// RequestsPending: the internal VM has state change requests the core has not served yet.
 	RequestsPending bool
@@ -80,10 +81,19 @@ func DecidePower(in PowerInputs) Power {
 	return PowerNone
 }
 
-// StartsAtCreation reports whether a new internal VM of this policy is started: it is created
-// with AnnotationStartPending.
+// StartsAtCreation reports whether a new internal VM of this policy is started.
 func StartsAtCreation(p v1alpha2.RunPolicy) bool {
 	return p != v1alpha2.AlwaysOffPolicy && p != v1alpha2.ManualPolicy
+}
+
+// StartPending says whether the controller owes the internal VM its first start: the policy
+// starts a new internal VM, and the VM's stored phase is still Pending (or none), which it is
+// only until the status written with the start request (Starting), or with a policy that does
+// not start (Stopped). A start request that failed leaves the phase Pending, so the next
+// reconcile asks again; an internal VM made again after it went starts like a new one. The mark
+// lives in the status written anyway: no write of its own.
+func StartPending(vm *v1alpha2.VirtualMachine) bool {
+	return StartsAtCreation(vm.Spec.RunPolicy) && (vm.Status.Phase == "" || vm.Status.Phase == v1alpha2.MachinePending)
 }
 
 // StateChangeRequests are the requests that carry p out for the VMI (nil when there is none).

@@ -12,6 +12,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
 	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
@@ -63,7 +64,7 @@ func Phase(in *StatusInputs) v1alpha2.MachinePhase {
 		if len(in.Internal.Status.StateChangeRequests) > 0 && in.Internal.Status.StateChangeRequests[0].Action == kubevirtv1.StartRequest {
 			return v1alpha2.MachineStarting
 		}
-		if in.Internal.Annotations[AnnotationStartPending] != "" {
+		if StartPending(in.VM) {
 			return v1alpha2.MachineStarting
 		}
 		return v1alpha2.MachineStopped
@@ -127,11 +128,27 @@ func Status(in *StatusInputs) v1alpha2.VirtualMachineStatus {
 			st.Stats.PhasesTransitions = st.Stats.PhasesTransitions[n-maxTransitions:]
 		}
 	}
+	st.MigrationState = MigrationState(st.MigrationState, in.VMI)
 	for _, c := range conditions(in) {
 		c.ObservedGeneration = vm.Generation
 		c.LastTransitionTime = in.Now
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	for _, o := range []struct {
+		t vmcondition.Type
+		c *metav1.Condition
+	}{
+		{vmcondition.TypeSizingPolicyMatched, SizingCondition(vm, in.Class)},
+		{vmcondition.TypeMigratable, MigratableCondition(in.VMI)},
+	} {
+		if o.c == nil {
+			meta.RemoveStatusCondition(&st.Conditions, string(o.t))
+			continue
+		}
+		o.c.ObservedGeneration, o.c.LastTransitionTime = vm.Generation, in.Now
+		meta.SetStatusCondition(&st.Conditions, *o.c)
+	}
+	st.Stats.LaunchTimeDuration = LaunchDurations(st.Stats.LaunchTimeDuration, st.Stats.PhasesTransitions, agentSince(st.Conditions))
 	return st
 }
 
@@ -149,15 +166,8 @@ func conditions(in *StatusInputs) []metav1.Condition {
 			notReady = append(notReady, d.Reason)
 		}
 	}
-	ipMsg := fmt.Sprintf("waiting for the VirtualMachineIPAddress %s", IPAddressName(in.VM))
-	ipReady := false
-	if ip := in.IPAddress; ip != nil {
-		ipReady = ip.Status.Address != ""
-		ipMsg = fmt.Sprintf("VirtualMachineIPAddress %s: %s", ip.Name, ip.Status.Address)
-		if !ipReady {
-			ipMsg = fmt.Sprintf("VirtualMachineIPAddress %s has no address yet", ip.Name)
-		}
-	}
+	ipReady := in.IPAddress != nil && in.IPAddress.Status.Address != ""
+	ipMsg, ipReason := ipAddressMessage(IPAddressName(in.VM), in.IPAddress)
 	running := in.VMI != nil && in.VMI.DeletionTimestamp == nil && in.VMI.Status.Phase == kubevirtv1.Running
 	runMsg := "the guest is running"
 	if !running {
@@ -178,7 +188,7 @@ func conditions(in *StatusInputs) []metav1.Condition {
 	}
 	out := []metav1.Condition{
 		cond(vmcondition.TypeClassReady, in.Class != nil, vmcondition.ReasonClassReady, vmcondition.ReasonClassNotReady, orDefault(in.ClassProblem, "the VirtualMachineClass is ready")),
-		cond(vmcondition.TypeIPAddressReady, ipReady, vmcondition.ReasonIPAddressReady, vmcondition.ReasonIPAddressNotAssigned, ipMsg),
+		cond(vmcondition.TypeIPAddressReady, ipReady, vmcondition.ReasonIPAddressReady, ipReason, ipMsg),
 		cond(vmcondition.TypeBlockDevicesReady, len(notReady) == 0, vmcondition.ReasonBlockDevicesReady, vmcondition.ReasonBlockDevicesNotReady, orDefault(strings.Join(notReady, "; "), "every block device is ready")),
 		cond(vmcondition.TypeRunning, running, vmcondition.ReasonVMIsRunning, vmcondition.ReasonVMIsNotRunning, runMsg),
 		cond(vmcondition.TypeAgentReady, agent, vmcondition.ReasonAgentReady, vmcondition.ReasonAgentNotReady, agentMsg),
@@ -188,6 +198,23 @@ func conditions(in *StatusInputs) []metav1.Condition {
 		out = append(out, cond(vmcondition.TypeProvisioningReady, in.ProvisioningProblem == "", vmcondition.ReasonProvisioningReady, vmcondition.ReasonProvisioningNotReady, orDefault(in.ProvisioningProblem, "the cloud-init configuration is ready")))
 	}
 	return out
+}
+
+// ipAddressMessage is the IPAddressReady message and the reason when it is False: the address,
+// or why there is none, in the VirtualMachineIPAddress's own words (NotAvailable; with
+// virtualMachineCIDRs empty, that no range is set), else NotAssigned.
+func ipAddressMessage(name string, ip *v1alpha2.VirtualMachineIPAddress) (string, vmcondition.Reason) {
+	switch {
+	case ip == nil:
+		return fmt.Sprintf("waiting for the VirtualMachineIPAddress %s", name), vmcondition.ReasonIPAddressNotAssigned
+	case ip.Status.Address != "":
+		return fmt.Sprintf("VirtualMachineIPAddress %s: %s", ip.Name, ip.Status.Address), vmcondition.ReasonIPAddressNotAssigned
+	}
+	msg := fmt.Sprintf("VirtualMachineIPAddress %s has no address yet", ip.Name)
+	if c := meta.FindStatusCondition(ip.Status.Conditions, string(vmipcondition.BoundType)); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+		return msg + ": " + c.Message, vmcondition.ReasonIPAddressNotAvailable
+	}
+	return msg, vmcondition.ReasonIPAddressNotAssigned
 }
 
 func orDefault(s, def string) string {
@@ -265,4 +292,44 @@ func resources(in *StatusInputs) v1alpha2.ResourcesStatus {
 		r.Memory.Size = *d.Memory.Guest
 	}
 	return r
+}
+
+// MigratableCondition is Migratable from the running VMI's LiveMigratable condition: True, or
+// False with the core's reason and message (DisksNotLiveMigratable: ...); nil (no condition)
+// while there is no running VMI or the core reports none.
+func MigratableCondition(vmi *kubevirtv1.VirtualMachineInstance) *metav1.Condition {
+	if vmi == nil || vmi.DeletionTimestamp != nil || vmi.Status.Phase != kubevirtv1.Running {
+		return nil
+	}
+	for _, c := range vmi.Status.Conditions {
+		if c.Type != kubevirtv1.VirtualMachineInstanceIsMigratable {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return &metav1.Condition{Type: string(vmcondition.TypeMigratable), Status: metav1.ConditionTrue,
+				Reason: string(vmcondition.ReasonMigratable), Message: "the VM can be migrated live"}
+		}
+		msg := c.Message
+		if c.Reason != "" {
+			msg = fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		}
+		return &metav1.Condition{Type: string(vmcondition.TypeMigratable), Status: metav1.ConditionFalse,
+			Reason: string(vmcondition.ReasonNotMigratable), Message: msg}
+	}
+	return nil
+}
+
+// SizingCondition is SizingPolicyMatched False with the ways the VM breaks its class's sizing
+// policy (after a change of the class: the webhook refuses a VM that breaks it), nil (no
+// condition, as the reference module has none then) when it fits or the class is not known.
+func SizingCondition(vm *v1alpha2.VirtualMachine, class *v1alpha3.VirtualMachineClass) *metav1.Condition {
+	if class == nil {
+		return nil
+	}
+	errs := SizingErrors(vm, class)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &metav1.Condition{Type: string(vmcondition.TypeSizingPolicyMatched), Status: metav1.ConditionFalse,
+		Reason: string(vmcondition.ReasonSizingPolicyNotMatched), Message: errs.ToAggregate().Error()}
 }

@@ -3,9 +3,11 @@ package vmip
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
@@ -147,6 +150,22 @@ func TestExhaustedRange(t *testing.T) {
 	w.settle()
 	if v := w.vmip("c"); v.Status.Phase != v1alpha2.VirtualMachineIPAddressPhasePending {
 		t.Fatalf("c: %+v", v.Status)
+	}
+}
+
+// TestNoRange: with virtualMachineCIDRs empty (the chart's default) an Auto address stays Pending
+// with a message that names the value, and a Warning event.
+func TestNoRange(t *testing.T) {
+	w := newWorld(t)
+	w.create(address("a", v1alpha2.VirtualMachineIPAddressTypeAuto, "", ""))
+	w.settle()
+	v := w.vmip("a")
+	c := meta.FindStatusCondition(v.Status.Conditions, string(vmipcondition.BoundType))
+	if v.Status.Phase != v1alpha2.VirtualMachineIPAddressPhasePending || c == nil || c.Message != NoRangeMessage {
+		t.Fatalf("a: %+v", v.Status)
+	}
+	if e := <-w.recorder.Events; !strings.Contains(e, "NoVirtualMachineCIDRs") || !strings.Contains(e, "virtualMachineCIDRs") {
+		t.Errorf("event %q", e)
 	}
 }
 

@@ -221,6 +221,10 @@ func (r *AddressReconciler) createLease(ctx context.Context, vmip *v1alpha2.Virt
 
 // allocate creates the lease of the first free address, skipping the ones whose lease turns out
 // to exist (the cache lags behind other allocations).
+// NoRangeMessage is the Bound message of an Auto address while virtualMachineCIDRs is empty: the
+// chart's default, with which no machine gets an address (and so none starts).
+const NoRangeMessage = "No address can be given: virtualMachineCIDRs (the chart's value, virtualization-controller's --virtual-machine-cidrs) is empty; set it to the subnets of the virtual machines' addresses"
+
 func (r *AddressReconciler) allocate(ctx context.Context, vmip *v1alpha2.VirtualMachineIPAddress, f Facts) (reconcile.Result, error) {
 	var leases v1alpha2.VirtualMachineIPAddressLeaseList
 	if err := r.client.List(ctx, &leases); err != nil {
@@ -235,8 +239,11 @@ func (r *AddressReconciler) allocate(ctx context.Context, vmip *v1alpha2.Virtual
 	for range allocateAttempts {
 		addr, err := r.rng.Free(taken)
 		if errors.Is(err, ipam.ErrExhausted) {
-			msg := fmt.Sprintf("No free address is left in the range %s", r.rng)
-			r.recorder.Eventf(vmip, nil, corev1.EventTypeWarning, "AddressExhausted", "Allocate", "%s", msg)
+			msg, reason := fmt.Sprintf("No free address is left in the range %s", r.rng), "AddressExhausted"
+			if r.rng.Empty() {
+				msg, reason = NoRangeMessage, "NoVirtualMachineCIDRs"
+			}
+			r.recorder.Eventf(vmip, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 			return reconcile.Result{RequeueAfter: 30 * time.Second}, r.setStatus(ctx, vmip,
 				PendingStatus(vmip, vmipcondition.VirtualMachineIPAddressLeaseNotReady, msg, f.Now))
 		}

@@ -74,8 +74,8 @@ func (v *Validator) Validate(ctx context.Context, vm, old *v1alpha2.VirtualMachi
 }
 
 // sizing checks the sizing policy on creation and when the cores, fraction, memory or class
-// change (a class changed since must not block other updates). A class that does not exist (yet)
-// is the VM controller's to report.
+// change (a class changed since must not block other updates). The defaulting webhook has
+// filled the class; one that does not exist (yet), or none, is the VM controller's to report.
 func (v *Validator) sizing(ctx context.Context, machine, old *v1alpha2.VirtualMachine) (field.ErrorList, error) {
 	if old != nil && old.Spec.CPU == machine.Spec.CPU && old.Spec.Memory.Size.Cmp(machine.Spec.Memory.Size) == 0 &&
 		old.Spec.VirtualMachineClassName == machine.Spec.VirtualMachineClassName {
@@ -83,13 +83,7 @@ func (v *Validator) sizing(ctx context.Context, machine, old *v1alpha2.VirtualMa
 	}
 	name := machine.Spec.VirtualMachineClassName
 	if name == "" {
-		var list v1alpha3.VirtualMachineClassList
-		if err := v.reader.List(ctx, &list); err != nil {
-			return nil, fmt.Errorf("list VirtualMachineClasses: %w", err)
-		}
-		if name, _ = vm.DefaultClass(list.Items); name == "" {
-			return nil, nil
-		}
+		return nil, nil // no default class: the VM controller reports it
 	}
 	class := &v1alpha3.VirtualMachineClass{}
 	err := v.reader.Get(ctx, types.NamespacedName{Name: name}, class)
@@ -99,7 +93,7 @@ func (v *Validator) sizing(ctx context.Context, machine, old *v1alpha2.VirtualMa
 	if err != nil {
 		return nil, fmt.Errorf("get VirtualMachineClass %s: %w", name, err)
 	}
-	return SizingErrors(machine, class), nil
+	return vm.SizingErrors(machine, class), nil
 }
 
 // blockDevices: every device added (all of them on creation) exists.

@@ -1,4 +1,4 @@
-package vmvalidation
+package vm
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha3"
-	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
 )
 
 // SizingErrors are the ways vm breaks the sizing policy of class for its cores, in the
@@ -40,7 +39,7 @@ func SizingErrors(machine *v1alpha2.VirtualMachine, class *v1alpha3.VirtualMachi
 		errs = append(errs, field.Invalid(cpu.Child("cores"), cores, fmt.Sprintf(
 			"requested VM cores not in available values grid, nearest valid values [%d, %d]", lower, min(lower+p.Cores.Step, p.Cores.Max))))
 	}
-	if fraction := vm.EffectiveCoreFraction(machine, class); len(p.CoreFractions) > 0 && !slices.Contains(p.CoreFractions, v1alpha3.CoreFractionValue(fraction)) {
+	if fraction := EffectiveCoreFraction(machine, class); len(p.CoreFractions) > 0 && !slices.Contains(p.CoreFractions, v1alpha3.CoreFractionValue(fraction)) {
 		errs = append(errs, field.NotSupported(cpu.Child("coreFraction"), fraction, fractions(p.CoreFractions)))
 	}
 	if m := p.Memory; m != nil {
