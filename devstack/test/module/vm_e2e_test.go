@@ -168,6 +168,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	}
 	_ = con.Close()
 	checkVirtualizationAPI(t, ctx, st, "module-e2e")
+	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
 	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
 
 	t.Log("a change of cores waits for a restart")
