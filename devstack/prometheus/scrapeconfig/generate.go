@@ -247,7 +247,7 @@ func metricRelabel(r RelabelConfig) (MetricRelabel, error) {
 		}
 	}
 	for _, l := range r.SourceLabels {
-		if !model.LabelName(l).IsValidLegacy() {
+		if !model.LegacyValidation.IsValidLabelName(l) {
 			return MetricRelabel{}, fmt.Errorf("sourceLabels: %q is not a label name", l)
 		}
 	}
