@@ -230,9 +230,9 @@ func caFile(ns string, ref SecretOrConfigMap, dir string) (File, error) {
 		Path: filepath.Join(dir, fmt.Sprintf("%s_%s_%s_%s", prefix, ns, sel.Name, sel.Key))}, nil
 }
 
-// labelName is what Prometheus accepts as a target label (one may name a label with
-// ${1} of the regex's groups for replace and hashmod).
-var labelName = regexp.MustCompile(`^(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*$`)
+// labelName is what Prometheus accepts as a target label, its own expression: a label name
+// that may hold ${1} or $1 of the regex's groups.
+var labelName = regexp.MustCompile(`^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$`)
 
 // metricRelabel checks a metricRelabelings entry as Prometheus would load it and writes it in
 // Prometheus' terms, the action lower-cased as the operator writes it.
