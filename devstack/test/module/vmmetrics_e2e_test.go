@@ -82,7 +82,7 @@ func checkVMMetrics(t *testing.T, ctx context.Context, st *stack, vm, disk strin
 	} {
 		waitSeries(t, ctx, prom, q)
 	}
-	for _, q := range []string{`{__name__=~"kubevirt_vmi_.*", job="virt-handler-metrics"}`, `{__name__=~"d8_virtualization_virtualmachine_.*", exported_namespace!=""}`} {
+	for _, q := range []string{`{__name__=~"kubevirt_vmi_.*", job="virt-handler-metrics"}`, `{__name__=~"d8_virtualization_virtualmachine_.*", job="virt-handler-metrics", exported_namespace!=""}`} {
 		if res, err := prom.Query(ctx, q); err != nil || len(res) > 0 {
 			t.Errorf("query %s: %v, %d series, want none", q, err, len(res))
 		}
