@@ -14,23 +14,8 @@ import (
 // reference module's names.
 func TestVMMetricRelabelingsLoad(t *testing.T) {
 	dir := t.TempDir()
-	var sms []scrapeconfig.ServiceMonitor
-	for _, o := range objsOf(decode(t, render(t, monitoringAPIs...)), "ServiceMonitor") {
-		body, err := o.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sm, err := scrapeconfig.Parse(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sms = append(sms, sm)
-	}
 	env := scrapeconfig.Env{TargetsDir: dir, ServiceAccountTokenFile: filepath.Join(dir, "token"), FilesDir: dir, ScrapeInterval: "30s"}
-	cfg, needs, err := scrapeconfig.Generate(sms, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, needs := generated(t, env)
 	// virt-handler's first endpoint is its component's port, metrics.
 	handler := "serviceMonitor/" + namespace + "/virt-handler/0"
 	for _, sc := range cfg.ScrapeConfigs {
@@ -60,6 +45,28 @@ func TestVMMetricRelabelingsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	promtool(t, dir, "check", "config", "--syntax-only", "prometheus.yml")
+}
+
+// generated is the scrape configuration of the ServiceMonitors the chart renders.
+func generated(t *testing.T, env scrapeconfig.Env) (scrapeconfig.Config, scrapeconfig.Needs) {
+	t.Helper()
+	var sms []scrapeconfig.ServiceMonitor
+	for _, o := range objsOf(decode(t, render(t, monitoringAPIs...)), "ServiceMonitor") {
+		body, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm, err := scrapeconfig.Parse(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sms = append(sms, sm)
+	}
+	cfg, needs, err := scrapeconfig.Generate(sms, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, needs
 }
 
 func paths(files []scrapeconfig.File) []string {
