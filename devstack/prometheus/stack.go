@@ -94,53 +94,61 @@ type OnStack struct {
 // CertsDir holds the CA files the scrape configuration names (scrapeconfig.Env.FilesDir).
 func (o OnStack) CertsDir() string { return filepath.Join(o.Dir, "certs") }
 
-// Run grants the account (Grant), writes its token, generates the scrape configuration from the
-// ServiceMonitors of the module's namespace and the targets discovered with the account's token
-// (scrapeconfig.Write), checks it with promtool, and starts the server as a stack component. It
-// returns the server and its component, which stops with the stack or by StopComponent.
-func (o OnStack) Run(ctx context.Context) (Server, controlplane.Component, error) {
+// Write grants the account (Grant), writes its token, and generates the scrape configuration
+// from the ServiceMonitors of the module's namespace and the targets discovered with the
+// account's token (scrapeconfig.Write) into configFile and the files next to it. Written again
+// while the server runs, after the module's pods changed, it refreshes the targets and CA files,
+// which Prometheus rereads by itself.
+func (o OnStack) Write(ctx context.Context, configFile string) error {
 	cfg, err := o.Stack.RESTConfig()
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	if err := Grant(ctx, kube, o.ModuleNamespace); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	token, err := Token(ctx, kube, Namespace, Account, o.TokenTTL)
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	tokenFile := filepath.Join(o.Dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	// Prometheus discovers the targets with its own account, as it would in a cluster.
 	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: o.Stack.CAFile()}})
 	if err != nil {
-		return Server{}, controlplane.Component{}, err
-	}
-	srv, err := New(o.Dir, o.Addr)
-	if err != nil {
-		return Server{}, controlplane.Component{}, err
+		return err
 	}
 	env := scrapeconfig.Env{
 		TargetsDir: filepath.Join(o.Dir, "targets"), ServiceAccountTokenFile: tokenFile,
 		FilesDir: o.CertsDir(), ScrapeInterval: o.ScrapeInterval,
 	}
 	clients := scrapeconfig.Clients{Operator: kube, Dynamic: dyn, Discovery: discovery}
-	if err := scrapeconfig.Write(ctx, clients, o.ModuleNamespace, env, srv.ConfigFile()); err != nil {
+	return scrapeconfig.Write(ctx, clients, o.ModuleNamespace, env, configFile)
+}
+
+// Run writes the configuration (Write), checks it with promtool, and starts the server as a
+// stack component. It returns the server and its component, which stops with the stack or by
+// StopComponent.
+func (o OnStack) Run(ctx context.Context) (Server, controlplane.Component, error) {
+	srv, err := New(o.Dir, o.Addr)
+	if err != nil {
+		return Server{}, controlplane.Component{}, err
+	}
+	if err := o.Write(ctx, srv.ConfigFile()); err != nil {
 		return Server{}, controlplane.Component{}, err
 	}
 	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {

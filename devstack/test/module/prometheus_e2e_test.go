@@ -40,6 +40,8 @@ var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	p := st.prometheus(t, ctx)
+	// Started while checkVirtualMachine's VM ran, before the reinstall replaced the chart's pods.
+	p.rediscover(t, ctx)
 	tokens := map[string]string{scraper: readFile(t, filepath.Join(p.run.Dir, "token")), outsider: outsiderToken(t, ctx, st)}
 	prom := p.client
 

@@ -19,6 +19,16 @@ import (
 type promOnStack struct {
 	client prometheus.Client
 	run    prometheus.OnStack
+	srv    prometheus.Server
+}
+
+// rediscover writes the targets and CA files again, for the pods of the module as they are now
+// (a reinstall replaces the chart's); Prometheus rereads them by itself.
+func (p *promOnStack) rediscover(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := p.run.Write(ctx, p.srv.ConfigFile()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var (
@@ -27,7 +37,8 @@ var (
 )
 
 // prometheus runs Prometheus on the stack with the scrape configuration of the chart's
-// ServiceMonitors, once per stack.
+// ServiceMonitors, once per stack: a later check that needs it after the module's pods changed
+// calls rediscover.
 func (st *stack) prometheus(t *testing.T, ctx context.Context) *promOnStack {
 	t.Helper()
 	promMu.Lock()
@@ -56,7 +67,7 @@ func (st *stack) prometheus(t *testing.T, ctx context.Context) *promOnStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &promOnStack{client: prometheus.Client{URL: srv.URL(), HTTP: &http.Client{Timeout: 10 * time.Second}}, run: run}
+	p := &promOnStack{client: prometheus.Client{URL: srv.URL(), HTTP: &http.Client{Timeout: 10 * time.Second}}, run: run, srv: srv}
 	promRuns[st] = p
 	return p
 }
