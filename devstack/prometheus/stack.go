@@ -100,47 +100,43 @@ type OnStack struct {
 // CertsDir holds the CA files the scrape configuration names (scrapeconfig.Env.FilesDir).
 func (o OnStack) CertsDir() string { return filepath.Join(o.Dir, "certs") }
 
-// Run grants the account (Grant), writes its token, generates the scrape configuration from the
-// ServiceMonitors of the module's namespace and the targets discovered with the account's token
-// (scrapeconfig.Write), checks it with promtool, and starts the server and SDDaemon, which keeps
-// the targets current with the same token, as stack components. It returns the server and a
-// function that stops both (they stop with the stack too).
-func (o OnStack) Run(ctx context.Context) (Server, func() error, error) {
+// Write grants the account (Grant), writes its token, and generates srv's scrape configuration
+// from the ServiceMonitors of the module's namespace and the targets discovered with the
+// account's token (scrapeconfig.Write), with the CA files, the namespaces SDDaemon watches and
+// its kubeconfig. Written again while the server runs (after a reinstall gave the module new
+// certificates), it refreshes the CA files too; Prometheus rereads them by itself.
+func (o OnStack) Write(ctx context.Context, srv Server) error {
 	cfg, err := o.Stack.RESTConfig()
 	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	if err := Grant(ctx, kube, o.ModuleNamespace); err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	token, err := Token(ctx, kube, Namespace, Account, o.TokenTTL)
 	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	tokenFile := filepath.Join(o.Dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	// Prometheus discovers the targets with its own account, as it would in a cluster.
 	discovery, err := kubernetes.NewForConfig(&rest.Config{Host: cfg.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: o.Stack.CAFile()}})
 	if err != nil {
-		return Server{}, nil, err
-	}
-	srv, err := New(o.Dir, o.Addr)
-	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	env := scrapeconfig.Env{
 		TargetsDir: srv.TargetsDir(), ServiceAccountTokenFile: tokenFile,
@@ -149,12 +145,23 @@ func (o OnStack) Run(ctx context.Context) (Server, func() error, error) {
 	clients := scrapeconfig.Clients{Operator: kube, Dynamic: dyn, Discovery: discovery}
 	needs, err := scrapeconfig.Write(ctx, clients, o.ModuleNamespace, env, srv.ConfigFile())
 	if err != nil {
-		return Server{}, nil, err
+		return err
 	}
 	if err := os.WriteFile(srv.NamespacesFile(), []byte(strings.Join(needs.Namespaces, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	return writeSDKubeconfig(srv.SDKubeconfig(), cfg.Host, o.Stack.CAFile(), tokenFile)
+}
+
+// Run writes the configuration (Write), checks it with promtool, and starts the server and
+// SDDaemon, which keeps the targets current with the same token, as stack components. It returns
+// the server and a function that stops both (they stop with the stack too).
+func (o OnStack) Run(ctx context.Context) (Server, func() error, error) {
+	srv, err := New(o.Dir, o.Addr)
+	if err != nil {
 		return Server{}, nil, err
 	}
-	if err := writeSDKubeconfig(srv.SDKubeconfig(), cfg.Host, o.Stack.CAFile(), tokenFile); err != nil {
+	if err := o.Write(ctx, srv); err != nil {
 		return Server{}, nil, err
 	}
 	if out, err := exec.CommandContext(ctx, "promtool", "check", "config", srv.ConfigFile()).CombinedOutput(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
@@ -51,6 +52,8 @@ type ScrapeConfig struct {
 	TLSConfig      *TLS           `json:"tls_config,omitempty"`
 	Authorization  *Authorization `json:"authorization,omitempty"`
 	RelabelConfigs []Relabel      `json:"relabel_configs"`
+	// MetricRelabelConfigs are the endpoint's metricRelabelings.
+	MetricRelabelConfigs []MetricRelabel `json:"metric_relabel_configs,omitempty"`
 }
 
 // FileSD is a file_sd_configs entry: the files Discover writes, one per namespace, stand in for
@@ -84,6 +87,18 @@ type Relabel struct {
 	Separator    string   `json:"separator,omitempty"`
 	Regex        string   `json:"regex,omitempty"`
 	Replacement  string   `json:"replacement,omitempty"`
+	TargetLabel  string   `json:"target_label,omitempty"`
+	Action       string   `json:"action,omitempty"`
+}
+
+// MetricRelabel is a metric_relabel_configs entry: unlike the generated relabelings, a
+// replacement may be set to the empty string.
+type MetricRelabel struct {
+	SourceLabels []string `json:"source_labels,omitempty"`
+	Separator    *string  `json:"separator,omitempty"`
+	Regex        string   `json:"regex,omitempty"`
+	Modulus      uint64   `json:"modulus,omitempty"`
+	Replacement  *string  `json:"replacement,omitempty"`
 	TargetLabel  string   `json:"target_label,omitempty"`
 	Action       string   `json:"action,omitempty"`
 }
@@ -169,6 +184,13 @@ func scrapeConfig(sm ServiceMonitor, i int, ep Endpoint, env Env) (ScrapeConfig,
 		Scheme:         ep.Scheme,
 		RelabelConfigs: relabelings(sm.Spec, ep.Port),
 	}
+	for j, r := range ep.MetricRelabelings {
+		mr, err := metricRelabel(r)
+		if err != nil {
+			return ScrapeConfig{}, nil, fmt.Errorf("metricRelabelings[%d]: %w", j, err)
+		}
+		sc.MetricRelabelConfigs = append(sc.MetricRelabelConfigs, mr)
+	}
 	if ep.BearerTokenFile != "" {
 		token := ep.BearerTokenFile
 		if token == PodTokenFile {
@@ -206,6 +228,43 @@ func caFile(ns string, ref SecretOrConfigMap, dir string) (File, error) {
 	prefix := map[string]string{"Secret": "secret", "ConfigMap": "configmap"}[kind]
 	return File{Namespace: ns, Kind: kind, Name: sel.Name, Key: sel.Key,
 		Path: filepath.Join(dir, fmt.Sprintf("%s_%s_%s_%s", prefix, ns, sel.Name, sel.Key))}, nil
+}
+
+// labelName is what Prometheus accepts as a target label, its own expression: a label name
+// that may hold ${1} or $1 of the regex's groups.
+var labelName = regexp.MustCompile(`^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$`)
+
+// metricRelabel checks a metricRelabelings entry as Prometheus would load it and writes it in
+// Prometheus' terms, the action lower-cased as the operator writes it.
+func metricRelabel(r RelabelConfig) (MetricRelabel, error) {
+	action := strings.ToLower(r.Action)
+	if action == "" {
+		action = "replace"
+	}
+	if r.Regex != "" {
+		if _, err := regexp.Compile("^(?s:" + r.Regex + ")$"); err != nil {
+			return MetricRelabel{}, fmt.Errorf("regex: %w", err)
+		}
+	}
+	for _, l := range r.SourceLabels {
+		if !model.LegacyValidation.IsValidLabelName(l) {
+			return MetricRelabel{}, fmt.Errorf("sourceLabels: %q is not a label name", l)
+		}
+	}
+	switch action {
+	case "replace", "hashmod", "lowercase", "uppercase", "keepequal", "dropequal":
+		if r.TargetLabel == "" || !labelName.MatchString(r.TargetLabel) {
+			return MetricRelabel{}, fmt.Errorf("targetLabel: %q is not a label name, which action %s needs", r.TargetLabel, action)
+		}
+		if action == "hashmod" && r.Modulus == 0 {
+			return MetricRelabel{}, fmt.Errorf("modulus: action hashmod needs one")
+		}
+	case "keep", "drop", "labelmap", "labeldrop", "labelkeep":
+	default:
+		return MetricRelabel{}, fmt.Errorf("action: %q is not a Prometheus relabel action", r.Action)
+	}
+	return MetricRelabel{SourceLabels: r.SourceLabels, Separator: r.Separator, Regex: r.Regex, Modulus: r.Modulus,
+		Replacement: r.Replacement, TargetLabel: r.TargetLabel, Action: action}, nil
 }
 
 var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)

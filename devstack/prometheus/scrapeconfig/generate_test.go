@@ -127,6 +127,39 @@ func TestGenerateVariants(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "metricRelabelings: actions lower-cased, an empty replacement kept, unset fields left to Prometheus",
+			spec: `{selector: {}, endpoints: [{port: m, metricRelabelings: [` +
+				`{sourceLabels: [__name__], regex: "kubevirt_vmi_(.*)", targetLabel: __name__, replacement: "d8_${1}"},` +
+				`{sourceLabels: [__name__, drive], separator: ";", regex: "x;.+", targetLabel: drive, replacement: ""},` +
+				`{action: LabelDrop, regex: "pod|container"}]}]}`,
+			check: func(t *testing.T, cfg Config, _ Needs) {
+				out, err := yaml.Marshal(cfg.ScrapeConfigs[0].MetricRelabelConfigs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := `- action: replace
+  regex: kubevirt_vmi_(.*)
+  replacement: d8_${1}
+  source_labels:
+  - __name__
+  target_label: __name__
+- action: replace
+  regex: x;.+
+  replacement: ""
+  separator: ;
+  source_labels:
+  - __name__
+  - drive
+  target_label: drive
+- action: labeldrop
+  regex: pod|container
+`
+				if string(out) != want {
+					t.Errorf("metric_relabel_configs:\n%s\nwant\n%s", out, want)
+				}
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sm := parseYAML(t, "{apiVersion: monitoring.coreos.com/v1, kind: ServiceMonitor, metadata: {name: sm, namespace: ns}, spec: "+tc.spec+"}")
@@ -187,6 +220,11 @@ func TestRejects(t *testing.T) {
 		{"interval", Endpoint{Port: "m", Interval: "soon"}, "interval:"},
 		{"timeout", Endpoint{Port: "m", ScrapeTimeout: "1 s"}, "scrapeTimeout:"},
 		{"CA without a key", Endpoint{Port: "m", TLSConfig: &TLSConfig{CA: &SecretOrConfigMap{Secret: &KeySelector{Name: "s"}}}}, "tlsConfig.ca:"},
+		{"relabel action", Endpoint{Port: "m", MetricRelabelings: []RelabelConfig{{Action: "rename"}}}, `metricRelabelings[0]: action: "rename"`},
+		{"relabel regex", Endpoint{Port: "m", MetricRelabelings: []RelabelConfig{{Action: "drop", Regex: "(["}}}, "metricRelabelings[0]: regex:"},
+		{"relabel target", Endpoint{Port: "m", MetricRelabelings: []RelabelConfig{{Regex: "a", TargetLabel: "no-dash"}}}, `metricRelabelings[0]: targetLabel: "no-dash"`},
+		{"relabel source", Endpoint{Port: "m", MetricRelabelings: []RelabelConfig{{Action: "keep", SourceLabels: []string{"a b"}}}}, `sourceLabels: "a b"`},
+		{"hashmod modulus", Endpoint{Port: "m", MetricRelabelings: []RelabelConfig{{Action: "hashmod", TargetLabel: "t"}}}, "modulus:"},
 		{"CA twice", Endpoint{Port: "m", TLSConfig: &TLSConfig{CA: &SecretOrConfigMap{Secret: &KeySelector{Name: "s", Key: "k"}, ConfigMap: &KeySelector{Name: "s", Key: "k"}}}}, "both secret and configMap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,6 +241,7 @@ func TestRejects(t *testing.T) {
 func FuzzParseGenerate(f *testing.F) {
 	seed, _ := yaml.YAMLToJSON([]byte(handlerSM))
 	f.Add(seed)
+	f.Add([]byte(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"a","namespace":"b"},"spec":{"selector":{},"endpoints":[{"port":"p","metricRelabelings":[{"sourceLabels":["__name__","drive"],"regex":"k_.*;(vd)-(.+)","targetLabel":"block_device_name","replacement":"$2"},{"action":"Drop","regex":"x"}]}]}}`))
 	f.Add([]byte(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"a","namespace":"b"},"spec":{"jobLabel":"x.y/z","selector":{"matchLabels":{"a.b/c":"(d)"}},"endpoints":[{"port":"p","tlsConfig":{"ca":{"configMap":{"name":"c","key":"k"}}}}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sm, err := Parse(data)

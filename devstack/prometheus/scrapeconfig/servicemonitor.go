@@ -61,6 +61,22 @@ type Endpoint struct {
 	HonorLabels     bool       `json:"honorLabels,omitempty"`
 	BearerTokenFile string     `json:"bearerTokenFile,omitempty"`
 	TLSConfig       *TLSConfig `json:"tlsConfig,omitempty"`
+	// MetricRelabelings rewrite or drop the scraped samples (metric_relabel_configs).
+	MetricRelabelings []RelabelConfig `json:"metricRelabelings,omitempty"`
+}
+
+// RelabelConfig is prometheus-operator's RelabelConfig. An unset separator, regex or
+// replacement keeps Prometheus' default (";", "(.*)", "$1"); an empty replacement is one.
+type RelabelConfig struct {
+	SourceLabels []string `json:"sourceLabels,omitempty"`
+	Separator    *string  `json:"separator,omitempty"`
+	TargetLabel  string   `json:"targetLabel,omitempty"`
+	Regex        string   `json:"regex,omitempty"`
+	Modulus      uint64   `json:"modulus,omitempty"`
+	Replacement  *string  `json:"replacement,omitempty"`
+	// Action is replace (unset), keep, drop, keepequal, dropequal, hashmod, labelmap,
+	// labeldrop, labelkeep, lowercase or uppercase, in either case as the operator accepts it.
+	Action string `json:"action,omitempty"`
 }
 
 // TLSConfig is an endpoint's TLS client configuration.

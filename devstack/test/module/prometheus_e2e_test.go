@@ -21,7 +21,6 @@ import (
 
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/prometheus"
-	"github.com/d8virt/devstack/testenv"
 )
 
 // Prometheus scrapes as its account (prometheus.Account, bound to the metrics-reader ClusterRole
@@ -36,30 +35,15 @@ const (
 var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
 
 // checkPrometheus runs Prometheus on the stack with the scrape configuration of the chart's
-// ServiceMonitors and checks that it scrapes every component and rewriter through kube-rbac-proxy,
-// that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
+// ServiceMonitors (st.prometheus, unless a check started it before) and checks that it scrapes
+// every component and rewriter through kube-rbac-proxy, that the VM phase and virt-handler's metrics come back from queries while a VM runs, and that
 // the proxies refuse a scrape without a token (401) or with a token lacking the ClusterRole (403).
 func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
-	run := prometheus.OnStack{Stack: st.s, ModuleNamespace: module.Namespace, Dir: t.TempDir(), Addr: testenv.FreeLoopbackAddr(t),
-		ScrapeInterval: "5s", TokenTTL: time.Hour, SDBin: filepath.Join(st.opts.BinDir, prometheus.SDDaemon)}
-	srv, stop, err := run.Run(ctx)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		rbac := st.kube.RbacV1()
-		_ = rbac.RoleBindings(module.Namespace).Delete(ctx, prometheus.DiscoveryRole, metav1.DeleteOptions{})
-		_ = rbac.Roles(module.Namespace).Delete(ctx, prometheus.DiscoveryRole, metav1.DeleteOptions{})
-		_ = st.kube.CoreV1().Namespaces().Delete(ctx, prometheus.Namespace, metav1.DeleteOptions{})
-		if err == nil {
-			if err := stop(); err != nil {
-				t.Errorf("stop prometheus: %v", err)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := map[string]string{scraper: readFile(t, filepath.Join(run.Dir, "token")), outsider: outsiderToken(t, ctx, st)}
-	prom := prometheus.Client{URL: srv.URL(), HTTP: &http.Client{Timeout: 10 * time.Second}}
+	p := st.prometheus(t, ctx)
+	// Started while checkVirtualMachine's VM ran, before the reinstall replaced the chart's pods.
+	p.rediscover(t, ctx)
+	tokens := map[string]string{scraper: readFile(t, filepath.Join(p.run.Dir, "token")), outsider: outsiderToken(t, ctx, st)}
+	prom := p.client
 
 	t.Log("Prometheus has a target up for each component's and rewriter's kube-rbac-proxy")
 	targets := waitTargetsUp(t, ctx, prom)
@@ -70,7 +54,7 @@ func checkPrometheus(t *testing.T, ctx context.Context, st *stack) {
 	waitSeries(t, ctx, prom, `kube_api_rewriter_requests_total{job="virt-handler-metrics", endpoint="metrics-rewrite"}`)
 
 	t.Log("kube-rbac-proxy: 401 without a token, 403 without the ClusterRole; promtool check metrics on each scrape")
-	client := proxyClient(t, run.CertsDir())
+	client := proxyClient(t, p.run.CertsDir())
 	for _, tg := range targets {
 		serverName := tg.Labels["service"] + "." + module.Namespace + ".svc"
 		for _, c := range []struct {

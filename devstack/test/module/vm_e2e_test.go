@@ -130,6 +130,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	_ = con.Close()
 	checkVMStatus(t, st, kc)
 	checkVirtualizationAPI(t, ctx, st, "module-e2e")
+	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
 	checkVirtualMachineBlockDeviceAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
 	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
 

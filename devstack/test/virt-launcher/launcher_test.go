@@ -193,6 +193,8 @@ func testProductMode(ctx context.Context, t *testing.T, store string) {
 		}
 	})
 
+	t.Run("domain stats", func(t *testing.T) { checkDomainStats(ctx, t, l) })
+
 	t.Run("pause and unpause", func(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			if err := l.client.Pause(ctx); err != nil {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/nodelabeller"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/rest"
+	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmimetrics"
 	"github.com/d8virt/kubevirt-core/pkg/virthandler/vmisync"
 	"github.com/d8virt/logopts"
 )
@@ -46,11 +48,13 @@ type options struct {
 	podsDir     string
 	heartbeat   time.Duration
 	metricsAddr string
-	probeAddr   string
-	listen      string
-	certFile    string
-	keyFile     string
-	clientCA    string
+	// statsTimeout bounds a scrape's wait for the launchers' domain statistics.
+	statsTimeout time.Duration
+	probeAddr    string
+	listen       string
+	certFile     string
+	keyFile      string
+	clientCA     string
 	// labellerDir holds the init container's node capabilities; empty leaves the labels alone.
 	labellerDir      string
 	labellerInterval time.Duration
@@ -66,6 +70,7 @@ func main() {
 	flag.StringVar(&o.podsDir, "pods-dir", "/var/lib/kubelet/pods", "the kubelet's pods directory, where the launcher Pods' volumes live")
 	flag.DurationVar(&o.heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is stamped")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Prometheus metrics (served behind kube-rbac-proxy); 0 disables")
+	flag.DurationVar(&o.statsTimeout, "domain-stats-timeout", 5*time.Second, "how long a scrape of the metrics waits for the launchers' domain statistics (the per-VMI metrics)")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
 	flag.StringVar(&o.listen, "listen", ":8186", "address of the API virt-api calls (commands, console, VNC)")
 	flag.StringVar(&o.certFile, "tls-cert-file", "", "serving certificate of the API, for the name virt-handler; empty disables the API")
@@ -145,6 +150,10 @@ func run(o options) error {
 	r.Hotplug = &hotplug.Volumes{Reader: mgr.GetAPIReader(), PodsDir: o.podsDir, Mounter: mounter}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	vmis := vmimetrics.New(vmimetrics.NewNodeLister(mgr.GetCache(), o.nodeName, r.Conns), o.statsTimeout, log.With("part", "vmi-metrics"))
+	if err := ctrlmetrics.Registry.Register(vmis); err != nil {
+		return fmt.Errorf("register the per-VMI metrics: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

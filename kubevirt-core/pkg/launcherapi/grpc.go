@@ -58,6 +58,8 @@ type Server interface {
 	MigrationServer
 	// GuestAgentServer tells what the guest agent reports (see guestagent.go).
 	GuestAgentServer
+	// DomainStatsServer reads libvirt's counters of the domain (see domainstats.go).
+	DomainStatsServer
 }
 
 // unary builds the method entry of a unary call of Server.
@@ -100,6 +102,7 @@ var serviceDesc = grpc.ServiceDesc{
 		unary("Migrate", Server.Migrate),
 		unary("CancelMigration", Server.CancelMigration),
 		unary("GuestInfo", Server.GuestInfo),
+		unary("DomainStats", Server.DomainStats),
 	},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "Watch",

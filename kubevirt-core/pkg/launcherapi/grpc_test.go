@@ -39,6 +39,11 @@ func (r *recorder) Reset(context.Context, *Empty) (*Empty, error)      { return 
 func (r *recorder) Status(context.Context, *Empty) (*DomainStatus, error) {
 	return &DomainStatus{Defined: true, State: StatePaused}, nil
 }
+func (r *recorder) DomainStats(context.Context, *Empty) (*DomainStats, error) {
+	zero, rx := uint64(0), uint64(1500)
+	return &DomainStats{VCPUs: []VCPUStats{{ID: 0, State: VCPURunning, TimeNanoseconds: &zero}},
+		Interfaces: []InterfaceStats{{Name: "default", RxBytes: &rx}}}, nil
+}
 func (r *recorder) Watch(_ *Empty, s grpc.ServerStreamingServer[DomainStatus]) error {
 	for _, st := range []DomainState{StateRunning, StateShutoff} {
 		if err := s.Send(&DomainStatus{Defined: true, State: st}); err != nil {
@@ -77,6 +82,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if st, err := c.Status(ctx); err != nil || st.State != StatePaused {
 		t.Fatalf("Status = %+v, %v", st, err)
+	}
+	// A zero counter stays a zero, an unreported one stays unreported.
+	if st, err := c.DomainStats(ctx); err != nil || len(st.VCPUs) != 1 || st.VCPUs[0].TimeNanoseconds == nil || *st.VCPUs[0].TimeNanoseconds != 0 ||
+		st.VCPUs[0].WaitNanoseconds != nil || len(st.Interfaces) != 1 || *st.Interfaces[0].RxBytes != 1500 || st.Interfaces[0].TxBytes != nil {
+		t.Fatalf("DomainStats = %+v, %v", st, err)
 	}
 	// Errors keep their gRPC code, so the handler can tell a refusal from a broken launcher.
 	if err := c.Freeze(ctx); status.Code(err) != codes.FailedPrecondition {

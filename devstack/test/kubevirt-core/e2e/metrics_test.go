@@ -121,9 +121,9 @@ func checkMetrics(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.Vi
 		{virtoperator.APIName, virtoperator.RewriterMetricsPort, []series{
 			{"kube_api_rewriter_requests_total", nil, 1},
 		}},
-		{virtoperator.HandlerName, virtoperator.MetricsPort, []series{
+		{virtoperator.HandlerName, virtoperator.MetricsPort, append([]series{
 			{"controller_runtime_reconcile_total", map[string]string{"result": "success"}, 1},
-		}},
+		}, vmiSeries(vmi)...)},
 		{virtoperator.HandlerName, virtoperator.RewriterMetricsPort, []series{
 			{"kube_api_rewriter_requests_total", nil, 1},
 		}},

@@ -75,6 +75,17 @@ func (m *Manager) Ensure(podUID types.UID, vmi types.NamespacedName, socket stri
 	return client, nil
 }
 
+// Client is the connection to the launcher in Pod podUID, nil when there is none: unlike Ensure,
+// it never connects.
+func (m *Manager) Client(podUID types.UID) *launcherapi.Client {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.conns[podUID]; ok {
+		return c.client
+	}
+	return nil
+}
+
 // Latest is the last status the launcher in Pod podUID reported, nil if none yet. After the
 // launcher exits it keeps the final one, which tells how the guest ended.
 func (m *Manager) Latest(podUID types.UID) *launcherapi.DomainStatus {

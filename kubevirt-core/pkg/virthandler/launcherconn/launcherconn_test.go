@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // TestOnce: a key is new once per connection; without a connection nothing is remembered.
@@ -24,5 +26,18 @@ func TestOnce(t *testing.T) {
 		if got := m.Once(tc.pod, tc.key); got != tc.want {
 			t.Errorf("Once(%s, %s) = %v, want %v", tc.pod, tc.key, got, tc.want)
 		}
+	}
+}
+
+// TestClientNeverConnects: Client hands out the connection there is and opens none.
+func TestClientNeverConnects(t *testing.T) {
+	m := New(func(types.NamespacedName) {}, slog.Default())
+	c := &launcherapi.Client{}
+	m.conns["pod-a"] = &conn{client: c}
+	if got := m.Client("pod-a"); got != c {
+		t.Errorf("Client(pod-a) = %p, want the connection's %p", got, c)
+	}
+	if got := m.Client("pod-b"); got != nil || len(m.conns) != 1 {
+		t.Errorf("Client(pod-b) = %v with %d connections, want nil and no new one", got, len(m.conns))
 	}
 }
