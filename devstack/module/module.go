@@ -118,11 +118,21 @@ func InstallMonitoringCRDs(ctx context.Context, o Options) error {
 	if out, err := o.Tool(ctx, "kubectl", args...); err != nil {
 		return fmt.Errorf("monitoring CRDs: %w\n%s", err, out)
 	}
-	// helm renders the ServiceMonitors only when discovery serves their kind.
-	if out, err := o.Tool(ctx, "kubectl", "wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
-		return fmt.Errorf("monitoring CRDs: %w\n%s", err, out)
+	// helm renders the ServiceMonitors only when discovery serves their kind. kubectl wait fails
+	// at once on a CRD that has no status yet ("conditions accessor error"), so it is retried.
+	var out string
+	for try := 0; try < 20; try++ {
+		if out, err = o.Tool(ctx, "kubectl", "wait", "--for=condition=Established", "--timeout=30s",
+			"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("monitoring CRDs: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return nil
+	return fmt.Errorf("monitoring CRDs: %w\n%s", err, out)
 }
 
 // Uninstall is helm uninstall: the KubeVirt resource, the components and the VMs stay
