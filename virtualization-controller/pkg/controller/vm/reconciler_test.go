@@ -5,25 +5,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
-	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 type world struct {
@@ -35,15 +31,7 @@ type world struct {
 
 func newWorld(t *testing.T, objs ...client.Object) *world {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, v1alpha3.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The plain tracker: the managed-fields one cannot convert the VMI's uint64 fields.
-	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...).
+	c := fakeclient.Builder(t, objs...).
 		WithStatusSubresource(&v1alpha2.VirtualMachine{}, &kubevirtv1.VirtualMachine{}, &v1alpha2.VirtualDisk{}).Build()
 	rec := events.NewFakeRecorder(100)
 	return &world{t: t, c: c, recorder: rec,

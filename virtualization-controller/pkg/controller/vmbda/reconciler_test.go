@@ -5,18 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 )
@@ -63,16 +60,7 @@ type world struct {
 
 func newWorld(t *testing.T, objs ...client.Object) *world {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// KubeVirt's types have uint64 fields that the fake client's managed fields cannot convert;
-	// a plain object tracker keeps none.
-	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...).
+	c := fakeclient.Builder(t, objs...).
 		WithStatusSubresource(&v1alpha2.VirtualMachineBlockDeviceAttachment{}).Build()
 	core := &fakeCore{c: c}
 	rec := events.NewFakeRecorder(50)

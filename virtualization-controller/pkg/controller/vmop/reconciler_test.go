@@ -6,22 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
@@ -38,16 +35,7 @@ type world struct {
 
 func newWorld(t *testing.T, objs ...client.Object) *world {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha2.AddToScheme, kubevirtv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// KubeVirt's types have uint64 fields that the fake client's managed fields cannot convert;
-	// a plain object tracker keeps none.
-	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...).
+	c := fakeclient.Builder(t, objs...).
 		WithStatusSubresource(&v1alpha2.VirtualMachineOperation{}, &v1alpha2.VirtualMachine{}, &kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}, &kubevirtv1.VirtualMachineInstanceMigration{}).
 		WithIndex(&v1alpha2.VirtualMachineOperation{}, IndexVirtualMachineName, IndexByVirtualMachineName).
 		Build()
