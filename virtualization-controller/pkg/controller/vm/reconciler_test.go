@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +18,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
 )
 
 type world struct {

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -16,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
 )
 
 // fakeCore plays virtualization-api and the core: addvolume and removevolume change the VMI's

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +20,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
+	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
 )
 
 // world is a fake API with the friendly and internal objects and a Reconciler on it.
