@@ -183,15 +183,23 @@ func hotplugOf(vmi *kubevirtv1.VirtualMachineInstance, volume string) hotplug {
 		return h
 	}
 	h.running = vmi.Status.Phase == kubevirtv1.Running && vmi.DeletionTimestamp == nil
+	// Only a hot-plugged volume of that name is the attachment's: a disk of the VM's own spec
+	// (an attachment refused as a Conflict) has the same volume name and must stay.
 	for _, v := range vmi.Spec.Volumes {
-		h.inSpec = h.inSpec || v.Name == volume
+		h.inSpec = h.inSpec || (v.Name == volume && hotpluggable(v))
 	}
 	for i := range vmi.Status.VolumeStatus {
-		if vmi.Status.VolumeStatus[i].Name == volume {
-			h.status = &vmi.Status.VolumeStatus[i]
+		if st := &vmi.Status.VolumeStatus[i]; st.Name == volume && st.HotplugVolume != nil {
+			h.status = st
 		}
 	}
 	return h
+}
+
+// hotpluggable says whether v came in through addvolume (KubeVirt marks its source).
+func hotpluggable(v kubevirtv1.Volume) bool {
+	return (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.Hotpluggable) ||
+		(v.DataVolume != nil && v.DataVolume.Hotpluggable)
 }
 
 // diskReady says whether the disk can be plugged in, as the VM controller judges a disk of a

@@ -49,9 +49,20 @@ func vmi(disk string, phase kubevirtv1.VolumePhase, message string) *kubevirtv1.
 	v := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}}
 	v.Status.Phase = kubevirtv1.Running
 	if phase != "" {
-		v.Spec.Volumes = []kubevirtv1.Volume{{Name: "vd-" + disk}}
-		v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-" + disk, Phase: phase, Message: message, Target: "sda"}}
+		v.Spec.Volumes = []kubevirtv1.Volume{{Name: "vd-" + disk, VolumeSource: kubevirtv1.VolumeSource{
+			PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{Hotpluggable: true}}}}
+		v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-" + disk, Phase: phase, Message: message, Target: "sda",
+			HotplugVolume: &kubevirtv1.HotplugVolumeStatus{}}}
 	}
+	return v
+}
+
+// bootedFrom is a running VMI whose own spec (not a hot-plug) has the volume vd-<disk>.
+func bootedFrom(disk string) *kubevirtv1.VirtualMachineInstance {
+	v := vmi(disk, "", "")
+	v.Spec.Volumes = []kubevirtv1.Volume{{Name: "vd-" + disk, VolumeSource: kubevirtv1.VolumeSource{
+		PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}}}
+	v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-" + disk, Phase: kubevirtv1.VolumeReady, Target: "vda"}}
 	return v
 }
 
@@ -147,6 +158,13 @@ func TestDecide(t *testing.T) {
 		{name: "deleted and unplugged: the finalizer goes",
 			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data")},
 			action: ActionRemoveFinalizer, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating},
+		{name: "deleted after a Conflict over the VM's own disk: the finalizer goes, the disk stays",
+			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), VMI: bootedFrom("data"), Disk: readyDisk("data")},
+			action: ActionRemoveFinalizer, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating},
+		{name: "the VM booted from the disk: a Conflict, not an attachment in progress",
+			in: Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: bootedFrom("data"), Disk: readyDisk("data"),
+				SpecUsers: []string{"vm"}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict"},
 		{name: "deleted while the VM does not run: the finalizer goes",
 			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: stopped},
 			action: ActionRemoveFinalizer, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating},

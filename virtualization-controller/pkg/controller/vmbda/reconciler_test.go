@@ -40,7 +40,8 @@ func (f *fakeCore) vmi(ctx context.Context, ns, name string, change func(*kubevi
 func (f *fakeCore) AddVolume(ctx context.Context, ns, name string, opts *kubevirtv1.AddVolumeOptions) error {
 	f.adds = append(f.adds, opts.Name)
 	return f.vmi(ctx, ns, name, func(v *kubevirtv1.VirtualMachineInstance) {
-		v.Spec.Volumes = append(v.Spec.Volumes, kubevirtv1.Volume{Name: opts.Name})
+		v.Spec.Volumes = append(v.Spec.Volumes, kubevirtv1.Volume{Name: opts.Name,
+			VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: opts.VolumeSource.PersistentVolumeClaim}})
 	})
 }
 
@@ -99,7 +100,8 @@ func (w *world) setVolumeStatus(phase kubevirtv1.VolumePhase) {
 	}
 	v.Status.VolumeStatus = nil
 	if phase != "" {
-		v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-data", Phase: phase, Target: "sda"}}
+		v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "vd-data", Phase: phase, Target: "sda",
+			HotplugVolume: &kubevirtv1.HotplugVolumeStatus{}}}
 	}
 	if err := w.c.Update(ctx, v); err != nil {
 		w.t.Fatal(err)
