@@ -22,6 +22,22 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
 )
 
+// newV1alpha2Class is a class with two sizing policies written in v1alpha2's numbers.
+func newV1alpha2Class(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachineClass",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"test": "conversion"}},
+		"spec": map[string]any{
+			"cpu":          map[string]any{"type": "Host"},
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/os": "linux"}},
+			"sizingPolicies": []any{
+				map[string]any{"cores": map[string]any{"min": int64(1), "max": int64(4)}, "coreFractions": []any{int64(5), int64(50), int64(100)}, "defaultCoreFraction": int64(50)},
+				map[string]any{"cores": map[string]any{"min": int64(5), "max": int64(8)}, "coreFractions": []any{int64(100)}},
+			},
+		},
+	}}
+}
+
 func classes(version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "virtualization.deckhouse.io", Version: version, Resource: "virtualmachineclasses"}
 }
@@ -50,39 +66,33 @@ func TestConversionThroughTheApiserver(t *testing.T) {
 		t.Fatalf("conversion: %v, %+v", err, crd.Spec.Conversion)
 	}
 
-	name := "conv-" + dnsSuffix()
-	v2 := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "virtualization.deckhouse.io/v1alpha2", "kind": "VirtualMachineClass",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"test": "conversion"}},
-		"spec": map[string]any{
-			"cpu":          map[string]any{"type": "Host"},
-			"nodeSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/os": "linux"}},
-			"sizingPolicies": []any{
-				map[string]any{"cores": map[string]any{"min": int64(1), "max": int64(4)}, "coreFractions": []any{int64(5), int64(50), int64(100)}, "defaultCoreFraction": int64(50)},
-				map[string]any{"cores": map[string]any{"min": int64(5), "max": int64(8)}, "coreFractions": []any{int64(100)}},
-			},
-		},
-	}}
-	// The apiserver may need a moment before it calls the new webhook.
-	var created *unstructured.Unstructured
-	poll(t, 30*time.Second, "a v1alpha2 class created", func() (bool, string) {
-		created, err = env.Dynamic.Resource(classes("v1alpha2")).Create(ctx, v2, metav1.CreateOptions{})
-		return err == nil, errString(err)
-	})
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(classes("v1alpha3")).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-
-	v3, err := env.Dynamic.Resource(classes("v1alpha3")).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fractions, _, _ := unstructured.NestedSlice(v3.Object, "spec", "sizingPolicies")
-	got, _ := json.Marshal(fractions)
+	// The apiserver may need a moment before it calls the new webhook: until then a create is
+	// stored unconverted. Each try uses a fresh name and deletes what the apiserver did not convert.
 	want := `[{"coreFractions":["5%","50%","100%"],"cores":{"max":4,"min":1},"defaultCoreFraction":"50%"},{"coreFractions":["100%"],"cores":{"max":8,"min":5}}]`
-	if string(got) != want {
-		t.Fatalf("v1alpha3 sizing policies:\n got %s\nwant %s", got, want)
-	}
+	var name string
+	var created, v3 *unstructured.Unstructured
+	poll(t, 30*time.Second, "a v1alpha2 class created and converted by the webhook", func() (bool, string) {
+		try := "conv-" + dnsSuffix()
+		created, err = env.Dynamic.Resource(classes("v1alpha2")).Create(ctx, newV1alpha2Class(try), metav1.CreateOptions{})
+		if err != nil {
+			return false, errString(err)
+		}
+		name = try
+		t.Cleanup(func() {
+			_ = env.Dynamic.Resource(classes("v1alpha3")).Delete(context.Background(), try, metav1.DeleteOptions{})
+		})
+		v3, err = env.Dynamic.Resource(classes("v1alpha3")).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, errString(err)
+		}
+		policies, _, _ := unstructured.NestedSlice(v3.Object, "spec", "sizingPolicies")
+		got, _ := json.Marshal(policies)
+		if string(got) == want {
+			return true, ""
+		}
+		_ = env.Dynamic.Resource(classes("v1alpha3")).Delete(ctx, name, metav1.DeleteOptions{})
+		return false, "v1alpha3 sizing policies " + string(got)
+	})
 	if v3.GetAPIVersion() != "virtualization.deckhouse.io/v1alpha3" {
 		t.Fatalf("apiVersion %s", v3.GetAPIVersion())
 	}
