@@ -10,7 +10,7 @@ GLOBL classifyBytes<>(SB), RODATA|NOPTR, $16
 //
 // For each block of 64 bytes, two 32-byte halves: byte comparisons give 0xff per matching byte,
 // VPMOVMSKB gathers them into 32 bits, and the two halves make the 64-bit masks of blockMasks
-// (quote, backslash, control, structural, space: 40 bytes).
+// (quote, backslash, control, structural, space, comma, colon: 56 bytes).
 TEXT ·classifyAVX2(SB), NOSPLIT, $0-48
 	MOVQ b_base+0(FP), SI
 	MOVQ m_base+24(FP), DI
@@ -70,8 +70,10 @@ loop:
 	VPCMPEQB  Y7, Y15, Y15
 	VPOR      Y15, Y13, Y13
 	VPCMPEQB  Y8, Y0, Y15
+	VPMOVMSKB Y15, R8
 	VPOR      Y15, Y13, Y13
 	VPCMPEQB  Y9, Y0, Y15
+	VPMOVMSKB Y15, R9
 	VPOR      Y15, Y13, Y13
 	VPMOVMSKB Y13, AX
 	VPOR      Y5, Y1, Y15
@@ -79,13 +81,21 @@ loop:
 	VPCMPEQB  Y7, Y15, Y15
 	VPOR      Y15, Y14, Y14
 	VPCMPEQB  Y8, Y1, Y15
+	VPMOVMSKB Y15, R10
 	VPOR      Y15, Y14, Y14
 	VPCMPEQB  Y9, Y1, Y15
+	VPMOVMSKB Y15, R11
 	VPOR      Y15, Y14, Y14
 	VPMOVMSKB Y14, BX
 	SHLQ      $32, BX
 	ORQ       BX, AX
 	MOVQ      AX, 24(DI)
+	SHLQ      $32, R10
+	ORQ       R10, R8
+	MOVQ      R8, 40(DI)
+	SHLQ      $32, R11
+	ORQ       R11, R9
+	MOVQ      R9, 48(DI)
 
 	// space
 	VPCMPEQB  Y5, Y0, Y13
@@ -109,7 +119,7 @@ loop:
 	MOVQ      AX, 32(DI)
 
 	ADDQ $64, SI
-	ADDQ $40, DI
+	ADDQ $56, DI
 	DECQ CX
 	JMP  loop
 

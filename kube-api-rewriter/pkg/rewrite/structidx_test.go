@@ -19,6 +19,12 @@ func classifyRef(b []byte) blockMasks {
 		case c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':':
 			m.structural |= bit
 		}
+		if c == ',' {
+			m.comma |= bit
+		}
+		if c == ':' {
+			m.colon |= bit
+		}
 		if c < 0x20 {
 			m.control |= bit
 		}
