@@ -40,7 +40,6 @@ type scanner struct {
 	flushed int
 	depth   int
 	stack   []byte
-	idx     structIndex // skipIndexed's structural index
 }
 
 func (s *scanner) fail(msg string) {
@@ -245,19 +244,7 @@ func stringEnd(src []byte, i int) (end int, esc bool, msg string) {
 	}
 }
 
-// skip skips one JSON value at pos (whitespace already skipped) and checks that it is well
-// formed: an array or an object along the structural index (skipIndexed), anything else, and
-// what the index finds malformed, with skipScalar.
-func (s *scanner) skip() {
-	start := s.pos
-	if start < len(s.src) && s.src[start]|0x20 == '{' && s.skipIndexed() {
-		return
-	}
-	s.pos = start
-	s.skipScalar()
-}
-
-// skipScalar skips one JSON value at pos (whitespace already skipped) and checks that
+// skip skips one JSON value at pos (whitespace already skipped) and checks that
 // it is well formed: strings and their escapes, numbers, literals, and the
 // alternation of keys, values and separators in objects and arrays, so that a
 // truncated or garbled input is reported instead of being copied.
@@ -266,7 +253,7 @@ func (s *scanner) skip() {
 // rewritten), so it is one loop over the bytes with an explicit stack of open
 // brackets instead of a recursive descent. Every place tests for the byte it expects first and
 // looks for whitespace only when that fails: the apiserver writes none.
-func (s *scanner) skipScalar() {
+func (s *scanner) skip() {
 	// Only the position and the innermost bracket live in registers; the stack of outer
 	// brackets is in s.stack, and every call below is followed by reloading what it could
 	// have clobbered, so that the hot path keeps no values on the stack frame.
