@@ -131,6 +131,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	checkVMStatus(t, st, kc)
 	checkVirtualizationAPI(t, ctx, st, "module-e2e")
 	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
+	checkVMOPMetric(t, ctx, st, "module-e2e")
 	checkVirtualMachineBlockDeviceAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
 	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
 

@@ -125,11 +125,6 @@ func setMachineSpec(t *testing.T, c *cluster, patch string, applied func(*v1alph
 // liveMigrationPolicy Never, Restart boots the guest again (a new boot ID), a graceful Stop
 // shuts it down and a forced one kills it, and a Stop supersedes a Start still booting.
 func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
-	// Its first run in the merged suite (1 December 2026) found the Manual VM already Starting
-	// when the test's Start came (NotApplicableForVirtualMachinePhase): the VM controller now
-	// starts a new VM whose stored phase is Pending (the defaulting webhook branch), which this
-	// test does not expect. Skipped until the two agree (docs/virtualization-controller.md).
-	t.Skip("the friendly VM starts on creation under runPolicy Manual since the defaulting change; the test expects it Stopped (see the session note)")
 	t.Log("Start boots the guest")
 	start := runOp(t, c, "start", v1alpha2.VMOPTypeStart, false, 5*time.Minute)
 	expectPhase(t, start, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
@@ -137,6 +132,7 @@ func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 	took.add("Start", finishedIn(start))
 	c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Running", "--timeout=1m")
 	vmi := runningVMI(t, c)
+	checkVersions(t, c)
 	con := guestConsole(t, c, vmi)
 	boot := guestValue(t, con, "boot", bootIDScript)
 
@@ -204,6 +200,32 @@ func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 			return fmt.Errorf("the VMI is still there")
 		}
 		return client.IgnoreNotFound(err)
+	})
+}
+
+// checkVersions: the running machine's status.versions name the QEMU and libvirt of this host,
+// which the launcher runs the guest with.
+func checkVersions(t *testing.T, c *cluster) {
+	t.Helper()
+	host := func(cmd ...string) string {
+		out, err := exec.Command(cmd[0], cmd[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+		return string(out)
+	}
+	qemu, libvirt := host("qemu-system-x86_64", "--version"), host("libvirtd", "--version")
+	eventually(t, 30*time.Second, "status.versions", func(ctx context.Context) error {
+		vm := &v1alpha2.VirtualMachine{}
+		if err := c.admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, vm); err != nil {
+			return err
+		}
+		v := vm.Status.Versions
+		if v.Qemu == "" || v.Libvirt == "" || !strings.Contains(qemu, "version "+v.Qemu+" ") || !strings.HasSuffix(strings.TrimSpace(libvirt), " "+v.Libvirt) {
+			return fmt.Errorf("status.versions %+v, the host's: %q, %q", v, qemu, libvirt)
+		}
+		t.Logf("status.versions: QEMU %s, libvirt %s", v.Qemu, v.Libvirt)
+		return nil
 	})
 }
 

@@ -112,6 +112,8 @@ type DomainStatus struct {
 	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
 	// HotplugFailures are the hotplugged volumes whose disk the launcher failed to attach.
 	HotplugFailures []HotplugFailure `json:"hotplugFailures,omitempty"`
+	// Versions are the QEMU and libvirt the domain runs with.
+	Versions *Versions `json:"versions,omitempty"`
 }
 
 // MigrationStatus reports a live migration from the launcher's point of view.

@@ -161,7 +161,7 @@ func run(ctx context.Context, o Options) error {
 	if err := classes.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("virtualmachineclass controller: %w", err)
 	}
-	ops := vmop.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
+	ops := vmop.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vmop.EventSource))
 	if err := ops.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("virtualmachineoperation controller: %w", err)
 	}

@@ -5,6 +5,7 @@ package vmistatus
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -206,4 +207,22 @@ func interfaces(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *la
 		}
 	}
 	return withGuestInterfaces(append(podIfaces, others...), dom.GuestInterfaces, podNetworks)
+}
+
+// Annotations are the VMI's annotations with the versions the launcher reports (dom nil, or
+// without versions: the VMI's own, unchanged).
+func Annotations(vmi *kubevirtv1.VirtualMachineInstance, dom *launcherapi.DomainStatus) map[string]string {
+	if dom == nil || dom.Versions == nil {
+		return vmi.Annotations
+	}
+	ann := maps.Clone(vmi.Annotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for key, v := range map[string]string{launcherapi.AnnotationQEMUVersion: dom.Versions.QEMU, launcherapi.AnnotationLibvirtVersion: dom.Versions.Libvirt} {
+		if v != "" {
+			ann[key] = v
+		}
+	}
+	return ann
 }

@@ -88,14 +88,14 @@ func TestWriteStatusEvents(t *testing.T) {
 			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.writeStatus(ctx, v, tc.cur); err != nil {
+			if err := r.writeStatus(ctx, v, tc.cur, v.Annotations); err != nil {
 				t.Fatal(err)
 			}
 			// The level-based controller computes the same status again: nothing new to tell.
 			if err := r.Client.Get(ctx, client.ObjectKeyFromObject(v), v); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.writeStatus(ctx, v, tc.cur); err != nil {
+			if err := r.writeStatus(ctx, v, tc.cur, v.Annotations); err != nil {
 				t.Fatal(err)
 			}
 			close(rec.Events)

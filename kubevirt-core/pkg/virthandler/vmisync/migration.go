@@ -53,7 +53,7 @@ func (r *Reconciler) reconcileTarget(ctx context.Context, v *kubevirtv1.VirtualM
 	}
 	st, takeOver := vmistatus.Target(v, pod, dom, r.NodeName, r.clock.Now())
 	if !takeOver {
-		return ctrl.Result{}, r.writeStatus(ctx, v, st)
+		return ctrl.Result{}, r.writeStatus(ctx, v, st, v.Annotations)
 	}
 	updated := v.DeepCopy()
 	updated.Status = st

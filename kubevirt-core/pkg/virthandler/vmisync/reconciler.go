@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	st := vmistatus.Compute(v, pod, dom, r.clock.Now())
 	hotplugErr := r.syncHotplug(ctx, v, pod, dom, &st)
-	if err := r.writeStatus(ctx, v, st); err != nil {
+	if err := r.writeStatus(ctx, v, st, vmistatus.Annotations(v, dom)); err != nil {
 		return ctrl.Result{}, err
 	}
 	if pod != nil && st.Phase == kubevirtv1.Running {
@@ -228,14 +229,15 @@ func (r *Reconciler) ownPods(ctx context.Context, v *kubevirtv1.VirtualMachineIn
 	return own, nil
 }
 
-// writeStatus stores the status with the VMI's resourceVersion: the VMI has no status subresource,
-// and a concurrent write (virt-controller's, a user's) must make this sync start over.
-func (r *Reconciler) writeStatus(ctx context.Context, v *kubevirtv1.VirtualMachineInstance, st kubevirtv1.VirtualMachineInstanceStatus) error {
-	if equality.Semantic.DeepEqual(v.Status, st) {
+// writeStatus stores the status and annotations (the launcher's versions) with the VMI's
+// resourceVersion: the VMI has no status subresource, and a concurrent write (virt-controller's,
+// a user's) must make this sync start over.
+func (r *Reconciler) writeStatus(ctx context.Context, v *kubevirtv1.VirtualMachineInstance, st kubevirtv1.VirtualMachineInstanceStatus, annotations map[string]string) error {
+	if equality.Semantic.DeepEqual(v.Status, st) && maps.Equal(v.Annotations, annotations) {
 		return nil
 	}
 	updated := v.DeepCopy()
-	updated.Status = st
+	updated.Status, updated.Annotations = st, annotations
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("update VMI status: %w", err)
 	}

@@ -93,6 +93,8 @@ type Manager struct {
 	hp hotplugState
 	// agentPoller reads the guest agent while the domain loop runs (guestagent.go).
 	agentPoller *guestagent.Poller
+	// versions are libvirtd's QEMU and libvirt, read once at the connection.
+	versions launcherapi.Versions
 
 	// Fed by libvirt's callbacks and the commands, read by the domain loop.
 	events     chan libvirt.DomainEventLifecycle
@@ -128,6 +130,10 @@ func New(cfg Config) (*Manager, error) {
 		connClosed: make(chan libvirt.ConnectCloseReason, 1),
 		reqs:       make(chan request),
 		poke:       make(chan struct{}, 1),
+	}
+	if m.versions, err = readVersions(conn); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	// Keepalives make a dead libvirtd show up as a closed connection instead of silence.
 	if err := conn.SetKeepAlive(5, 3); err != nil {

@@ -177,6 +177,7 @@ func (m *Manager) stoppedWith(st *loopState, res Result, reason string) {
 func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	versions := m.versions
 	s := launcherapi.DomainStatus{
 		Defined:             true,
 		Interfaces:          m.withGuestIPs(st.ifaces),
@@ -185,6 +186,7 @@ func (m *Manager) status(st *loopState) launcherapi.DomainStatus {
 		Migration:           m.migrationStatus(),
 		HotplugVolumes:      m.hotplugStatus(),
 		HotplugFailures:     m.hotplugFailures(),
+		Versions:            &versions,
 	}
 	m.withGuestAgent(&s)
 	return s

@@ -237,6 +237,29 @@ func TestDecidePower(t *testing.T) {
 	}
 }
 
+// TestStartPending: the first start is owed only to a policy that starts a new VM, and only
+// while its stored phase is Pending; Manual and AlwaysOff never owe one.
+func TestStartPending(t *testing.T) {
+	P, S, St, R := v1alpha2.MachinePending, v1alpha2.MachineStarting, v1alpha2.MachineStopped, v1alpha2.MachineRunning
+	cases := []struct {
+		policy v1alpha2.RunPolicy
+		phase  v1alpha2.MachinePhase
+		want   bool
+	}{
+		{v1alpha2.AlwaysOnPolicy, "", true}, {v1alpha2.AlwaysOnPolicy, P, true}, {v1alpha2.AlwaysOnPolicy, S, false}, {v1alpha2.AlwaysOnPolicy, R, false},
+		{v1alpha2.AlwaysOnUnlessStoppedManuallyPolicy, P, true}, {v1alpha2.AlwaysOnUnlessStoppedManuallyPolicy, St, false},
+		{"", P, true}, {"", St, false},
+		{v1alpha2.ManualPolicy, "", false}, {v1alpha2.ManualPolicy, P, false}, {v1alpha2.ManualPolicy, St, false},
+		{v1alpha2.AlwaysOffPolicy, "", false}, {v1alpha2.AlwaysOffPolicy, P, false},
+	}
+	for _, tc := range cases {
+		vm := &v1alpha2.VirtualMachine{Spec: v1alpha2.VirtualMachineSpec{RunPolicy: tc.policy}, Status: v1alpha2.VirtualMachineStatus{Phase: tc.phase}}
+		if got := StartPending(vm); got != tc.want {
+			t.Errorf("runPolicy %q, phase %q: StartPending %v, want %v", tc.policy, tc.phase, got, tc.want)
+		}
+	}
+}
+
 func TestStateChangeRequests(t *testing.T) {
 	got := StateChangeRequests(PowerRestart, vmiIn(kubevirtv1.Running))
 	if len(got) != 2 || got[0].Action != kubevirtv1.StopRequest || *got[0].UID != "vmi1" || got[1].Action != kubevirtv1.StartRequest {

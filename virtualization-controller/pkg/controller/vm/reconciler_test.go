@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"cmp"
 	"context"
 	"testing"
 	"time"
@@ -144,6 +145,53 @@ func TestReconcileCreatesAndStarts(t *testing.T) {
 	}
 	if reqs := kv.Status.StateChangeRequests; len(reqs) != 2 || reqs[0].Action != kubevirtv1.StopRequest || reqs[1].Action != kubevirtv1.StartRequest {
 		t.Errorf("state change requests %+v, want a restart", reqs)
+	}
+}
+
+// TestReconcileRunPolicyAtCreation: a new VM whose dependencies are ready gets its internal VM;
+// AlwaysOn and AlwaysOnUnlessStoppedManually (the default) are started, Manual and AlwaysOff stay
+// Stopped, however often the controller looks again, until something asks for a start.
+func TestReconcileRunPolicyAtCreation(t *testing.T) {
+	cases := []struct {
+		policy v1alpha2.RunPolicy
+		starts bool
+	}{
+		{v1alpha2.AlwaysOnPolicy, true},
+		{v1alpha2.AlwaysOnUnlessStoppedManuallyPolicy, true},
+		{"", true},
+		{v1alpha2.ManualPolicy, false},
+		{v1alpha2.AlwaysOffPolicy, false},
+	}
+	for _, tc := range cases {
+		t.Run(cmp.Or(string(tc.policy), "default"), func(t *testing.T) {
+			vm := reconcilerVM()
+			vm.Spec.RunPolicy = tc.policy
+			vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"},
+				Status: v1alpha2.VirtualDiskStatus{Phase: v1alpha2.DiskReady, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: "root-pvc"}}}
+			vmip := &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+				Status: v1alpha2.VirtualMachineIPAddressStatus{Address: "10.66.10.3", VirtualMachineName: "web"}}
+			w := newWorld(t, vm, class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost}), vd, vmip)
+			for range 3 {
+				w.reconcile()
+			}
+			kv := w.internal()
+			if kv == nil {
+				t.Fatal("no internal VM")
+			}
+			if s := kv.Spec.RunStrategy; s == nil || *s != kubevirtv1.RunStrategyManual {
+				t.Errorf("internal runStrategy %v, want Manual", s)
+			}
+			reqs, phase := kv.Status.StateChangeRequests, w.vm().Status.Phase
+			if tc.starts {
+				if len(reqs) != 1 || reqs[0].Action != kubevirtv1.StartRequest || phase != v1alpha2.MachineStarting {
+					t.Errorf("state change requests %+v, phase %s; want a Start, Starting", reqs, phase)
+				}
+				return
+			}
+			if len(reqs) != 0 || phase != v1alpha2.MachineStopped {
+				t.Errorf("state change requests %+v, phase %s; want none, Stopped", reqs, phase)
+			}
+		})
 	}
 }
 

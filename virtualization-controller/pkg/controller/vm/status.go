@@ -19,6 +19,13 @@ import (
 // maxTransitions is how many phase changes status.stats keeps.
 const maxTransitions = 10
 
+// The internal VMI's annotations where the core's virt-handler keeps the QEMU and libvirt
+// versions its launcher runs the guest with (kubevirt-core's launcherapi).
+const (
+	AnnotationQEMUVersion    = "kubevirt.io/qemu-version"
+	AnnotationLibvirtVersion = "kubevirt.io/libvirt-version"
+)
+
 // StatusInputs are what the status is computed from.
 type StatusInputs struct {
 	VM *v1alpha2.VirtualMachine
@@ -112,6 +119,8 @@ func Status(in *StatusInputs) v1alpha2.VirtualMachineStatus {
 			Name: g.Name, PrettyName: g.PrettyName, ID: g.ID, Version: g.Version, VersionID: g.VersionID,
 			KernelRelease: g.KernelRelease, KernelVersion: g.KernelVersion, Machine: g.Machine,
 		}
+		// As the reference module: the versions of the last run, kept while the VM is stopped.
+		st.Versions = v1alpha2.Versions{Qemu: vmi.Annotations[AnnotationQEMUVersion], Libvirt: vmi.Annotations[AnnotationLibvirtVersion]}
 	}
 	st.IPAddress, st.VirtualMachineIPAddressName = "", ""
 	if ip := in.IPAddress; ip != nil {

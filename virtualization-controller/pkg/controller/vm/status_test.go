@@ -178,3 +178,30 @@ func TestIPAddressMessage(t *testing.T) {
 		}
 	}
 }
+
+// status.versions: the running VMI's versions from the core's annotations, kept while stopped.
+func TestVersions(t *testing.T) {
+	versions := map[string]string{AnnotationQEMUVersion: "9.2.0", AnnotationLibvirtVersion: "10.10.0"}
+	running := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Annotations: versions}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running}}
+	starting := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Annotations: versions}, Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduling}}
+	want := v1alpha2.Versions{Qemu: "9.2.0", Libvirt: "10.10.0"}
+	old := v1alpha2.Versions{Qemu: "8.0.0", Libvirt: "9.0.0"}
+	for _, tc := range []struct {
+		name string
+		had  v1alpha2.Versions
+		vmi  *kubevirtv1.VirtualMachineInstance
+		want v1alpha2.Versions
+	}{
+		{"running", v1alpha2.Versions{}, running, want},
+		{"running on a newer launcher", old, running, want},
+		{"not running yet: none", v1alpha2.Versions{}, starting, v1alpha2.Versions{}},
+		{"stopped: the last run's kept", old, nil, old},
+	} {
+		vm := friendlyVM()
+		vm.Status.Versions = tc.had
+		in := &StatusInputs{VM: vm, Internal: &kubevirtv1.VirtualMachine{}, VMI: tc.vmi, Now: at(0)}
+		if got := Status(in).Versions; got != tc.want {
+			t.Errorf("%s: versions %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

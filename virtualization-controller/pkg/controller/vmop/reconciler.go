@@ -49,14 +49,17 @@ var errNoInternalVM = errors.New("the internal VirtualMachine does not exist")
 // Reconciler carries out Decide, one step per reconcile. It reaches the kubevirt.io objects
 // through the client (the controller's kube-api-rewriter sidecar renames them).
 type Reconciler struct {
-	client   client.Client
-	clock    clock.PassiveClock
-	recorder events.EventRecorder
+	client client.Client
+	// apiReader reads an operation past the cache before its signal goes out: a cache that
+	// lags behind the operation's own status write would send the signal again.
+	apiReader client.Reader
+	clock     clock.PassiveClock
+	recorder  events.EventRecorder
 }
 
 // NewReconciler wires a Reconciler.
-func NewReconciler(c client.Client, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
-	return &Reconciler{client: c, clock: clk, recorder: recorder}
+func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
+	return &Reconciler{client: c, apiReader: apiReader, clock: clk, recorder: recorder}
 }
 
 // SetupWithManager indexes operations by machine and watches them, their machines, the
@@ -139,6 +142,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, r.setStatus(ctx, op, in.VM, d.Status)
 	case StepExecute:
+		if stale, err := r.staleInCache(ctx, op); stale || err != nil {
+			// The watch brings the newer operation, which is decided again.
+			return ctrl.Result{}, err
+		}
 		if err := r.execute(ctx, op, in.VMI); err != nil {
 			if apierrors.IsConflict(err) {
 				// The internal VM changed under the request; decide again on fresh objects.
@@ -151,6 +158,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.requeueWhileMigrating(op, d.Status), r.setStatus(ctx, op, in.VM, d.Status)
 	}
 	return ctrl.Result{}, nil
+}
+
+// staleInCache reports whether the apiserver holds a newer operation than the cache's op (its
+// status written by an earlier reconcile the cache has not seen yet).
+func (r *Reconciler) staleInCache(ctx context.Context, op *v1alpha2.VirtualMachineOperation) (bool, error) {
+	fresh := &v1alpha2.VirtualMachineOperation{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(op), fresh); err != nil {
+		return false, client.IgnoreNotFound(wrap("read the operation past the cache", err))
+	}
+	return fresh.ResourceVersion != op.ResourceVersion, nil
 }
 
 // requeueWhileMigrating asks for another look while a migration runs: its progress grows with
@@ -293,13 +310,15 @@ func (r *Reconciler) killLaunchers(ctx context.Context, vmi *kubevirtv1.VirtualM
 	return nil
 }
 
-// setStatus writes status when it differs, with an Event when the phase changes.
+// setStatus writes status when it differs, with an Event when the phase changes. The patch
+// carries the resourceVersion read: a status decided from a stale operation conflicts instead
+// of overwriting a newer one (an InProgress with Failed), and is decided again.
 func (r *Reconciler) setStatus(ctx context.Context, op *v1alpha2.VirtualMachineOperation, vm *v1alpha2.VirtualMachine, st v1alpha2.VirtualMachineOperationStatus) error {
 	if equality.Semantic.DeepEqual(op.Status, st) {
 		return nil
 	}
 	old := op.Status.Phase
-	patch := client.MergeFrom(op.DeepCopy())
+	patch := client.MergeFromWithOptions(op.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	op.Status = st
 	if err := r.client.Status().Patch(ctx, op, patch); err != nil {
 		return client.IgnoreNotFound(wrap("write status", err))

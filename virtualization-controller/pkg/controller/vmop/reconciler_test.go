@@ -40,7 +40,7 @@ func newWorld(t *testing.T, objs ...client.Object) *world {
 		Build()
 	clk := clocktesting.NewFakeClock(t0)
 	rec := events.NewFakeRecorder(50)
-	return &world{t: t, c: c, r: NewReconciler(c, clk, rec), clock: clk, recorder: rec}
+	return &world{t: t, c: c, r: NewReconciler(c, c, clk, rec), clock: clk, recorder: rec}
 }
 
 // settle reconciles the operation until a reconcile changes nothing, and returns it.
