@@ -64,7 +64,7 @@ func refusal(r *console.RefusedError, ns, vm, sub string) error {
 	case 404:
 		hint = fmt.Sprintf("kubectl get vm -n %s lists the VirtualMachines", ns)
 	case 409:
-		hint = fmt.Sprintf("kubectl get vm %s -n %s shows its phase; a console in use is shown by kubectl get --raw %s%s/virtualmachines/%s/%s", vm, ns, ns, subresources, vm, strings.SplitN(sub, "/", 2)[0])
+		hint = fmt.Sprintf("kubectl get vm %s -n %s shows its phase; a console in use is shown by kubectl get --raw %s%s/virtualmachines/%s/%s", vm, ns, subresources, ns, vm, strings.SplitN(sub, "/", 2)[0])
 	case 503:
 		hint = "virtualization-api or the core's virt-api does not answer: kubectl get apiservice v1alpha2.subresources.virtualization.deckhouse.io"
 	}
