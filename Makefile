@@ -95,6 +95,30 @@ console: ## Attach to a VirtualMachine's serial console through virtualization-a
 	else go build -o bin/d8v ./virtualization-api/cmd/d8v && \
 	bin/d8v console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/admin.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; fi
 
+.PHONY: chart-sync
+chart-sync: ## Copy the CRDs (renamed and friendly) and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).
+	go run ./devstack/test/chart/chartsync
+
+include hack/api.mk
+include hack/crds.mk
+include hack/libvirt.mk
+include hack/images.mk
+
+.PHONY: fmt-check
+fmt-check:
+	@bad=$$(gofmt -l $(MODULES)); if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+
+.PHONY: vet
+vet:
+	go vet $(PKGS)
+
+$(TOOLS_BIN)/staticcheck:
+	GOBIN=$(TOOLS_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: lint
+lint: fmt-check vet $(TOOLS_BIN)/staticcheck ## gofmt, go vet and staticcheck.
+	$(TOOLS_BIN)/staticcheck $(PKGS)
+
 # The packages whose tests share the cluster with the module (they use devstack/moduletest; the
 # module e2e, which installs, uninstalls and upgrades the module, runs a cluster of its own), and
 # the rest.
