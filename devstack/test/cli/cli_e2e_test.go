@@ -92,20 +92,7 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a"}, Log: os.Stderr})
-	if err != nil {
-		t.Fatalf("the cluster with the module: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			var b strings.Builder
-			mc.Logs(&b)
-			t.Log(b.String())
-		}
-		if err := mc.Stop(); err != nil {
-			t.Errorf("stop the stack: %v", err)
-		}
-	})
+	mc := moduletest.ForTest(t, ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a"}, Log: os.Stderr})
 	admin := mc.Stack.KubeconfigPath()
 	kubectl := func(args ...string) string { t.Helper(); return testenv.Kubectl(t, admin, args...) }
 	restCfg, err := mc.Stack.RESTConfig()
