@@ -1,8 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -31,5 +39,65 @@ func TestRefusal(t *testing.T) {
 				t.Errorf("%d %s: %q lacks %q", c.code, c.sub, got, w)
 			}
 		}
+	}
+}
+
+// echo is a stream that answers each write with "echo: " and what was written.
+func echo() io.ReadWriteCloser {
+	guest, local := net.Pipe()
+	go func() {
+		defer guest.Close()
+		buf := make([]byte, 64)
+		for {
+			n, err := guest.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := guest.Write(append([]byte("echo: "), buf[:n]...)); err != nil {
+				return
+			}
+		}
+	}()
+	return local
+}
+
+// Each connection to a forwarded port gets a stream of its own, relayed both ways.
+func TestServeRelaysEachConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var opened atomic.Int32
+	var errOut bytes.Buffer
+	e := &env{streams: genericiooptions.IOStreams{ErrOut: &errOut}}
+	served := make(chan error, 1)
+	go func() {
+		served <- serve(ctx, e, l, func(context.Context) (io.ReadWriteCloser, error) {
+			opened.Add(1)
+			return echo(), nil
+		})
+	}()
+	for i := range 2 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := fmt.Sprintf("hello %d", i)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("echo: ")+len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "echo: "+msg {
+			t.Errorf("connection %d: %q, %v", i, got, err)
+		}
+		c.Close()
+	}
+	if n := opened.Load(); n != 2 {
+		t.Errorf("%d streams opened for 2 connections", n)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("serve after cancel: %v", err)
 	}
 }
