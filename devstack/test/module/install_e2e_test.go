@@ -1,13 +1,15 @@
 // Package module installs the virtualization module from charts/virtualization with helm on a
 // fresh local stack of its own, as `make run` does, and checks what a platform would: every
 // component's pods Ready, each under its own ServiceAccount's token, a core VM from examples/core-vm.yaml
-// booting with an answering console, helm uninstall leaving the VM alone until a reinstall
+// booting with an answering console under the previous release and running on through the
+// upgrade to this checkout's chart, helm uninstall leaving the VM alone until a reinstall
 // picks it up again, and Prometheus scraping every component through kube-rbac-proxy from the
 // chart's ServiceMonitors.
 package module
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,6 +29,7 @@ import (
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/release"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -135,17 +138,26 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
-	st.install(t, ctx)
-	checkServiceAccounts(t, ctx, st)
-	checkDVCR(t, ctx, st)
-	checkClusterVirtualImage(t, st)
-	checkIPAM(t, st)
-	checkVirtualMachine(t, ctx, st)
-	checkImageImports(t, ctx, st)
-
-	t.Log("examples/core-vm.yaml boots, and its console answers")
-	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "core-vm.yaml"))
+	// First the previous release, which the VM starts under, then an upgrade to this checkout's
+	// chart; a checkout without the release's commit in its history installs this one directly.
+	example := filepath.Join(st.opts.Repo, "examples", "core-vm.yaml")
+	prev, err := release.Prepare(ctx, st.opts.Repo, release.Previous)
+	upgrade := err == nil
+	switch {
+	case errors.Is(err, release.ErrNotInHistory):
+		t.Logf("the upgrade from the previous release is not tested here: %v", err)
+		t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
+		st.install(t, ctx)
+	case err != nil:
+		t.Fatal(err)
+	default:
+		t.Logf("helm install of the previous release %s, and its example VM", prev.Version)
+		if err := st.c.InstallRelease(ctx, prev); err != nil {
+			t.Fatal(err)
+		}
+		example = filepath.Join(prev.Src, prev.CoreExample)
+	}
+	st.kubectl(t, st.kubevirt, "apply", "-f", example)
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
 	con := openConsole(t, ctx, st.kubevirt, "demo")
@@ -153,6 +165,19 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
 	_ = con.Close()
+	if upgrade {
+		launcher := launcherPod(t, ctx, st, vmiUID)
+		t.Log("helm upgrade to this checkout's chart with devstack/chart-values/local.yaml keeps the VM running")
+		st.install(t, ctx)
+		checkStillRunning(t, ctx, st, vmiUID, launcher)
+	}
+
+	checkServiceAccounts(t, ctx, st)
+	checkDVCR(t, ctx, st)
+	checkClusterVirtualImage(t, st)
+	checkIPAM(t, st)
+	checkVirtualMachine(t, ctx, st)
+	checkImageImports(t, ctx, st)
 
 	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
 	if err := module.Uninstall(ctx, st.opts); err != nil {
@@ -175,13 +200,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
 	}
-	con = openConsole(t, ctx, st.kubevirt, "demo")
-	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := con.WaitFor(regexp.MustCompile(`answer-42`), 30*time.Second); err != nil {
-		t.Fatalf("%v\nconsole so far:\n%s", err, con)
-	}
+	checkConsoleAnswers(t, ctx, st, "demo")
 
 	t.Log("Prometheus scrapes the module from the chart's ServiceMonitors, the VM running")
 	checkPrometheus(t, ctx, st)
