@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,25 +78,72 @@ func (c client) env() []string {
 	return append(os.Environ(), "PATH="+c.dir+":"+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig)
 }
 
-// TestClient drives a friendly VirtualMachine with the client as a user bound to the stock edit
-// role in the VM's namespace (the chart's user roles aggregate into it): bad arguments exit 2,
-// `d8v stop --wait` and `kubectl virtualization start --wait` go through VirtualMachineOperations
-// and show their progress, `d8v console` types a command into the guest and reads its answer, the
-// same user is refused the console in another namespace (403 with what to ask for), and
-// collect-debug-info writes the machine's archive.
-func TestClient(t *testing.T) {
+// fixture is what the package's tests share: the cluster, the client as the edit user of ns, and
+// the machine vmName in ns, made with runPolicy AlwaysOff; undo are its removals, last first.
+type fixture struct {
+	mc        *moduletest.Cluster
+	admin     string
+	user      client
+	ns, other string
+	undo      []func() error
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *fixture
+)
+
+// getFixture takes the fixture, setting it up in the first test that asks.
+func getFixture(t *testing.T) *fixture {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, mounts, libvirtd and QEMU")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	t.Cleanup(cancel)
+	sharedOnce.Do(func() { shared = setup(t) })
+	if shared == nil {
+		t.Fatal("the fixture's set-up failed in an earlier test")
+	}
+	return shared
+}
+
+// stopShared removes the fixture after the last test: the machine and its image, the
+// namespaces, and a cluster of the package's own.
+func stopShared() error {
+	if shared == nil {
+		return nil
+	}
+	var errs []error
+	for i := len(shared.undo) - 1; i >= 0; i-- {
+		errs = append(errs, shared.undo[i]())
+	}
+	return errors.Join(append(errs, shared.mc.Stop())...)
+}
+
+func setup(t *testing.T) *fixture {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
 	repo, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := moduletest.ForTest(t, ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a"}, Log: os.Stderr})
-	admin := mc.Stack.KubeconfigPath()
-	kubectl := func(args ...string) string { t.Helper(); return testenv.Kubectl(t, admin, args...) }
+	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a"}, Log: os.Stderr})
+	if err != nil {
+		t.Fatalf("the cluster with the module: %v", err)
+	}
+	f := &fixture{mc: mc, admin: mc.Stack.KubeconfigPath()}
+	ok := false
+	defer func() {
+		if !ok {
+			var b strings.Builder
+			mc.Logs(&b)
+			t.Log(b.String())
+			if err := stopShared(); err != nil {
+				t.Errorf("undo the set-up: %v", err)
+			}
+			shared = nil
+		}
+	}()
+	shared = f
 	restCfg, err := mc.Stack.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -103,61 +152,102 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The client and the user's kubeconfig live as long as the fixture.
+	dir, err := os.MkdirTemp("", "cli-e2e-client-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.undo = append(f.undo, func() error { return os.RemoveAll(dir) })
+	buildClient(t, ctx, repo, dir)
+	f.ns, f.other = f.namespace(t, ctx, kube, "cli-e2e-"), f.namespace(t, ctx, kube, "cli-e2e-other-")
+	f.user = client{dir: dir, kubeconfig: editUser(t, ctx, kube, restCfg.Host, mc.Stack.CAFile(), f.ns, dir)}
 
-	dir := buildClient(t, ctx, repo)
-	ns, other := namespace(t, ctx, kube, "cli-e2e-"), namespace(t, ctx, kube, "cli-e2e-other-")
-	user := client{dir: dir, kubeconfig: editUser(t, ctx, kube, restCfg.Host, mc.Stack.CAFile(), ns)}
+	spec := friendlyvm.Spec{
+		Name: vmName, Namespace: f.ns, Class: class, Disk: "root", DiskSize: "64Mi", Image: image,
+		RunPolicy: "AlwaysOff", Cores: 1, CoreFraction: "100%", Memory: "128Mi",
+		TerminationGracePeriodSeconds: 30, UserData: userData,
+	}
+	// The guest's files are served while the image imports (until this first test ends).
+	g := friendlyvm.ServeGuestFiles(t, ctx)
+	f.apply(t, "image", friendlyvm.ImageYAML(image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
+	f.apply(t, "vm", spec.Manifest())
+	f.kubectl(t, "wait", "cvi/"+image, "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")
+	f.kubectl(t, "-n", f.ns, "wait", "vd/root", "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")
+	f.kubectl(t, "-n", f.ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=3m")
+	ok = true
+	return f
+}
 
-	t.Log("bad arguments exit 2 with what is wrong, in both forms")
+func (f *fixture) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	return testenv.Kubectl(t, f.admin, args...)
+}
+
+// apply applies manifest as the admin; stopShared deletes it.
+func (f *fixture) apply(t *testing.T, name, manifest string) {
+	t.Helper()
+	tmp, err := os.CreateTemp("", "cli-e2e-"+name+"-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := tmp.Name()
+	if _, err := tmp.WriteString(manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.kubectl(t, "apply", "-f", file)
+	f.undo = append(f.undo, func() error {
+		out, err := exec.Command(filepath.Join(controlplane.BinDir(), "kubectl"), "--kubeconfig", f.admin, "delete", "-f", file, "--ignore-not-found", "--timeout=3m").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl delete -f %s: %w\n%s", file, err, out)
+		}
+		return os.Remove(file)
+	})
+}
+
+// namespace creates a namespace that stopShared deletes.
+func (f *fixture) namespace(t *testing.T, ctx context.Context, kube kubernetes.Interface, prefix string) string {
+	t.Helper()
+	n, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.undo = append(f.undo, func() error {
+		return kube.CoreV1().Namespaces().Delete(context.Background(), n.Name, metav1.DeleteOptions{})
+	})
+	return n.Name
+}
+
+// TestClientRefusals runs the client as the edit user against the stopped machine (runPolicy
+// AlwaysOff; no VM boots): bad arguments exit 2 with what is wrong, in both forms;
+// `d8v start --wait` creates a VirtualMachineOperation that the controller refuses for the run
+// policy, and exits 1 with its reason; `kubectl virtualization console` of the stopped machine
+// exits 1 with virtualization-api's 409 and how to see the phase; the console in another
+// namespace exits 1 with the 403 and what to ask for; collect-debug-info writes the archive.
+func TestClientRefusals(t *testing.T) {
+	f := getFixture(t)
+	ctx := testenv.Context(t)
 	for _, argv := range [][]string{{"d8v", "stop"}, {"kubectl", "virtualization", "port-forward", vmName, "99999"}, {"d8v", "bogus"}} {
-		if code, out := user.run(t, ctx, argv...); code != 2 || !strings.Contains(out, "see ") {
+		if code, out := f.user.run(t, ctx, argv...); code != 2 || !strings.Contains(out, "see ") {
 			t.Errorf("%v: exit %d, want 2:\n%s", argv, code, out)
 		}
 	}
-
-	spec := friendlyvm.Spec{
-		Name: vmName, Namespace: ns, Class: class, Disk: "root", DiskSize: "64Mi", Image: image,
-		RunPolicy: "Manual", Cores: 1, CoreFraction: "100%", Memory: "128Mi",
-		TerminationGracePeriodSeconds: 30, UserData: userData,
+	code, out := f.user.run(t, ctx, "d8v", "start", vmName, "-n", f.ns, "--wait", "--timeout", "2m")
+	if code != 1 || !strings.Contains(out, "Operation type Start is not applicable for VirtualMachine with runPolicy AlwaysOff") || !regexp.MustCompile(`(?m)^`+vmName+`-start-\w+: Failed`).MatchString(out) {
+		t.Errorf("d8v start --wait of an AlwaysOff machine: exit %d, want 1 with the progress and the reason:\n%s", code, out)
 	}
-	g := friendlyvm.ServeGuestFiles(t, ctx)
-	apply(t, admin, "image", friendlyvm.ImageYAML(image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
-	apply(t, admin, "vm", spec.Manifest())
-	kubectl("wait", "cvi/"+image, "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")
-	kubectl("-n", ns, "wait", "vd/root", "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")
-	// runPolicy Manual: the machine may start on creation or stay stopped; either is settled
-	// before the client acts.
-	phase := settledPhase(t, kubectl, ns)
-
-	if phase == "Running" {
-		t.Log("d8v stop --wait stops the running machine and shows the operation's progress")
-		code, out := user.run(t, ctx, "d8v", "stop", vmName, "-n", ns, "--wait", "--timeout", "5m")
-		if code != 0 || !regexp.MustCompile(`(?m)^`+vmName+`-stop-\w+: Completed`).MatchString(out) || !strings.Contains(out, "Stop of VirtualMachine "+ns+"/"+vmName+" completed") {
-			t.Fatalf("d8v stop --wait: exit %d\n%s", code, out)
-		}
-		kubectl("-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=2m")
+	code, out = f.user.run(t, ctx, "kubectl", "virtualization", "console", vmName, "-n", f.ns)
+	if code != 1 || !strings.Contains(out, "409") || !strings.Contains(out, "the phase is Stopped") || !strings.Contains(out, "kubectl get vm "+vmName+" -n "+f.ns+" shows its phase") {
+		t.Errorf("kubectl virtualization console of a stopped machine: exit %d, want 1 with the 409:\n%s", code, out)
 	}
-	t.Log("kubectl virtualization start --wait (the plugin form) starts it")
-	code, out := user.run(t, ctx, "kubectl", "virtualization", "start", vmName, "-n", ns, "--wait", "--timeout", "8m")
-	if code != 0 || !strings.Contains(out, "Start of VirtualMachine "+ns+"/"+vmName+" completed") {
-		t.Fatalf("kubectl virtualization start --wait: exit %d\n%s", code, out)
+	code, out = f.user.run(t, ctx, "d8v", "console", vmName, "-n", f.other)
+	if code != 1 || !strings.Contains(out, "403") || !strings.Contains(out, "ask for the verb get on virtualmachines/console") {
+		t.Errorf("console in %s: exit %d, want 1 with the 403 and what to ask for:\n%s", f.other, code, out)
 	}
-	kubectl("-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Running", "--timeout=3m")
-	if code, out := user.run(t, ctx, "d8v", "start", vmName, "-n", ns, "--wait"); code != 1 || !strings.Contains(out, "is not applicable for VirtualMachine in phase Running") {
-		t.Errorf("start of the running machine: exit %d, want 1 with the reason:\n%s", code, out)
-	}
-
-	t.Log("d8v console types a command into the guest")
-	typeIntoConsole(t, ctx, user, ns)
-
-	t.Log("the edit user of one namespace is refused the console of another")
-	if code, out := user.run(t, ctx, "d8v", "console", vmName, "-n", other); code != 1 || !strings.Contains(out, "403") || !strings.Contains(out, "ask for the verb get on virtualmachines/console") {
-		t.Errorf("console in %s: exit %d, want 1 with the 403 and what to ask for:\n%s", other, code, out)
-	}
-
-	t.Log("collect-debug-info writes the machine's archive")
 	archive := filepath.Join(t.TempDir(), "debug.tar.gz")
-	if code, out := user.run(t, ctx, "d8v", "collect-debug-info", vmName, "-n", ns, "-o", archive); code != 0 {
+	if code, out := f.user.run(t, ctx, "d8v", "collect-debug-info", vmName, "-n", f.ns, "-o", archive); code != 0 {
 		t.Errorf("collect-debug-info: exit %d\n%s", code, out)
 	}
 	list, err := exec.CommandContext(ctx, "tar", "tzf", archive).CombinedOutput()
@@ -169,6 +259,43 @@ func TestClient(t *testing.T) {
 			t.Errorf("the archive lacks %s:\n%s", want, list)
 		}
 	}
+}
+
+// TestClientOnAGuest boots the machine with the client as the edit user:
+// `kubectl virtualization start --wait` (the plugin form) starts it through a
+// VirtualMachineOperation, a second start exits 1 with the controller's reason, `d8v console`
+// types a command into the guest and reads the answer, and `d8v stop --wait` stops it, printing
+// the operation's progress.
+func TestClientOnAGuest(t *testing.T) {
+	f := getFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	t.Cleanup(cancel)
+	f.kubectl(t, "-n", f.ns, "patch", "vm/"+vmName, "--type=merge", "-p", `{"spec":{"runPolicy":"Manual"}}`)
+	t.Cleanup(func() {
+		f.kubectl(t, "-n", f.ns, "patch", "vm/"+vmName, "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOff"}}`)
+	})
+	// Under Manual the machine may start by itself; either way it settles first.
+	if settledPhase(t, f) == "Stopped" {
+		t.Log("kubectl virtualization start --wait (the plugin form) starts it")
+		code, out := f.user.run(t, ctx, "kubectl", "virtualization", "start", vmName, "-n", f.ns, "--wait", "--timeout", "8m")
+		if code != 0 || !strings.Contains(out, "Start of VirtualMachine "+f.ns+"/"+vmName+" completed") {
+			t.Fatalf("kubectl virtualization start --wait: exit %d\n%s", code, out)
+		}
+	}
+	f.kubectl(t, "-n", f.ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Running", "--timeout=3m")
+	if code, out := f.user.run(t, ctx, "d8v", "start", vmName, "-n", f.ns, "--wait"); code != 1 || !strings.Contains(out, "is not applicable for VirtualMachine in phase Running") {
+		t.Errorf("start of the running machine: exit %d, want 1 with the reason:\n%s", code, out)
+	}
+
+	t.Log("d8v console types a command into the guest")
+	typeIntoConsole(t, ctx, f.user, f.ns)
+
+	t.Log("d8v stop --wait stops it and shows the operation's progress")
+	code, out := f.user.run(t, ctx, "d8v", "stop", vmName, "-n", f.ns, "--wait", "--timeout", "5m")
+	if code != 0 || !regexp.MustCompile(`(?m)^`+vmName+`-stop-\w+: Completed`).MatchString(out) || !strings.Contains(out, "Stop of VirtualMachine "+f.ns+"/"+vmName+" completed") {
+		t.Fatalf("d8v stop --wait: exit %d\n%s", code, out)
+	}
+	f.kubectl(t, "-n", f.ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=2m")
 }
 
 // typeIntoConsole runs `d8v console` with pipes for the terminal, types a shell line into the
@@ -234,26 +361,25 @@ type pipes struct {
 func (p pipes) Close() error { return errors.Join(p.WriteCloser.Close(), p.ReadCloser.Close()) }
 
 // settledPhase waits until the machine is Running or Stopped and returns which.
-func settledPhase(t *testing.T, kubectl func(...string) string, ns string) string {
+func settledPhase(t *testing.T, f *fixture) string {
 	t.Helper()
 	deadline := time.Now().Add(8 * time.Minute)
 	for {
-		phase := kubectl("-n", ns, "get", "vm", vmName, "-o", "jsonpath={.status.phase}")
+		phase := f.kubectl(t, "-n", f.ns, "get", "vm", vmName, "-o", "jsonpath={.status.phase}")
 		if phase == "Running" || phase == "Stopped" {
 			return phase
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("VirtualMachine %s/%s still %q", ns, vmName, phase)
+			t.Fatalf("VirtualMachine %s/%s still %q", f.ns, vmName, phase)
 		}
 		time.Sleep(2 * time.Second)
 	}
 }
 
-// buildClient builds d8v into a directory of the test's, with kubectl-virtualization beside it
-// (the same binary, as make build links it).
-func buildClient(t *testing.T, ctx context.Context, repo string) string {
+// buildClient builds d8v into dir, with kubectl-virtualization beside it (the same binary, as
+// make build links it).
+func buildClient(t *testing.T, ctx context.Context, repo, dir string) {
 	t.Helper()
-	dir := t.TempDir()
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "d8v"), "./virtualization-api/cmd/d8v")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
@@ -262,22 +388,11 @@ func buildClient(t *testing.T, ctx context.Context, repo string) string {
 	if err := os.Symlink("d8v", filepath.Join(dir, "kubectl-virtualization")); err != nil {
 		t.Fatal(err)
 	}
-	return dir
 }
 
-// namespace creates a namespace that goes when the test ends.
-func namespace(t *testing.T, ctx context.Context, kube kubernetes.Interface, prefix string) string {
-	t.Helper()
-	n, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
-	return n.Name
-}
-
-// editUser is the kubeconfig of a ServiceAccount bound to the stock edit ClusterRole in ns.
-func editUser(t *testing.T, ctx context.Context, kube kubernetes.Interface, server, caFile, ns string) string {
+// editUser is the kubeconfig (written into dir) of a ServiceAccount bound to the stock edit
+// ClusterRole in ns.
+func editUser(t *testing.T, ctx context.Context, kube kubernetes.Interface, server, caFile, ns, dir string) string {
 	t.Helper()
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -300,20 +415,9 @@ func editUser(t *testing.T, ctx context.Context, kube kubernetes.Interface, serv
 	cfg.AuthInfos["editor"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts["editor"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "editor", Namespace: ns}
 	cfg.CurrentContext = "editor"
-	path := filepath.Join(t.TempDir(), "editor.kubeconfig")
+	path := filepath.Join(dir, "editor.kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// apply applies manifest as the admin; it is deleted when the test ends.
-func apply(t *testing.T, kubeconfig, name, manifest string) {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), name+".yaml")
-	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Kubectl(t, kubeconfig, "apply", "-f", file)
-	t.Cleanup(func() { testenv.Kubectl(t, kubeconfig, "delete", "-f", file, "--ignore-not-found", "--timeout=3m") })
 }
