@@ -113,22 +113,27 @@ Exit codes: 0 done, 1 failed (the message says why and what to do next), 2 bad a
 	return root
 }
 
-// Execute runs the command with ctx and prints its error; the result is the exit code.
+// Execute runs the command with ctx and prints its error; the result is the exit code. A usage
+// error that does not name the help says where it is.
 func Execute(ctx context.Context, cmd *cobra.Command) int {
-	err := cmd.ExecuteContext(ctx)
+	ran, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
+	code := ExitError
 	var ue usageError
 	var ee exitError
 	switch {
 	case errors.As(err, &ue):
-		return ExitUsage
+		code = ExitUsage
+		if !strings.Contains(err.Error(), "--help") {
+			err = fmt.Errorf("%w: see %s --help", err, ran.CommandPath())
+		}
 	case errors.As(err, &ee):
-		return ee.code
+		code = ee.code
 	}
-	return ExitError
+	fmt.Fprintf(cmd.ErrOrStderr(), "error: %v\n", err)
+	return code
 }
 
 // exitError is a child's exit code to pass on (ssh's, scp's).

@@ -98,8 +98,8 @@ func TestUsage(t *testing.T) {
 			if code != ExitUsage {
 				t.Errorf("exit %d, want %d; stderr %q", code, ExitUsage, errOut)
 			}
-			if !strings.Contains(errOut, c.want) {
-				t.Errorf("stderr %q, want it to contain %q", errOut, c.want)
+			if !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "--help") {
+				t.Errorf("stderr %q, want it to contain %q and name the help", errOut, c.want)
 			}
 		})
 	}
