@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/d8virt/api/client/clientset/versioned"
+	virtclient "github.com/d8virt/api/client/clientset/versioned/typed/core/v1alpha2"
 )
 
 // PluginBinary is the binary's name as a kubectl plugin: `kubectl virtualization ...`.
@@ -150,6 +151,19 @@ func args(what ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// friendly is the namespace and the client of the friendly API.
+func (e *env) friendly() (string, virtclient.VirtualizationV1alpha2Interface, error) {
+	ns, err := e.clients.Namespace()
+	if err != nil {
+		return "", nil, err
+	}
+	virt, err := e.clients.Virtualization()
+	if err != nil {
+		return "", nil, err
+	}
+	return ns, virt.VirtualizationV1alpha2(), nil
 }
 
 // configClients are the clients of the kubeconfig flags (and KUBECONFIG).

@@ -67,15 +67,10 @@ operation's progress until it ends and fails when the operation fails.`,
 }
 
 func runOperation(ctx context.Context, e *env, typ v1alpha2.VMOPType, vm string, force, wait bool, timeout time.Duration) error {
-	ns, err := e.clients.Namespace()
+	ns, client, err := e.friendly()
 	if err != nil {
 		return err
 	}
-	virt, err := e.clients.Virtualization()
-	if err != nil {
-		return err
-	}
-	client := virt.VirtualizationV1alpha2()
 	if _, err := client.VirtualMachines(ns).Get(ctx, vm, metav1.GetOptions{}); err != nil {
 		return fmt.Errorf("VirtualMachine %s/%s: %w (kubectl get vm -n %s lists them)", ns, vm, err, ns)
 	}
@@ -106,15 +101,11 @@ func completeVMs(e *env) func(*cobra.Command, []string, string) ([]string, cobra
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		ns, err := e.clients.Namespace()
+		ns, virt, err := e.friendly()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		virt, err := e.clients.Virtualization()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		list, err := virt.VirtualizationV1alpha2().VirtualMachines(ns).List(cmd.Context(), metav1.ListOptions{})
+		list, err := virt.VirtualMachines(ns).List(cmd.Context(), metav1.ListOptions{})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

@@ -143,13 +143,9 @@ VM.NAMESPACE (its known_hosts entry). The exit code is ssh's.`,
 			if user != "" {
 				u = user
 			}
-			ns, err := e.clients.Namespace()
+			ns, self, err := proxied(e)
 			if err != nil {
 				return err
-			}
-			self, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("this binary's path for the ProxyCommand: %w", err)
 			}
 			t := sshTarget{user: u, vm: vm, namespace: ns, port: port}
 			return runChild(cmd.Context(), e, "ssh", sshArgs(self, kubeFlags(cmd), t, identity, args[1:]))
@@ -177,13 +173,9 @@ scp's.`,
 			if port < 1 || port > 65535 {
 				return usagef("--port %d is not a port from 1 to 65535", port)
 			}
-			ns, err := e.clients.Namespace()
+			ns, self, err := proxied(e)
 			if err != nil {
 				return err
-			}
-			self, err := os.Executable()
-			if err != nil {
-				return fmt.Errorf("this binary's path for the ProxyCommand: %w", err)
 			}
 			a, err := scpArgs(self, kubeFlags(cmd), ns, port, identity, recursive, args[0], args[1])
 			if err != nil {
@@ -196,6 +188,17 @@ scp's.`,
 	cmd.Flags().IntVar(&port, "port", 22, "the guest's ssh port")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories")
 	return cmd
+}
+
+// proxied is the namespace and this binary's path, for the ProxyCommand.
+func proxied(e *env) (ns, self string, err error) {
+	if ns, err = e.clients.Namespace(); err != nil {
+		return "", "", err
+	}
+	if self, err = os.Executable(); err != nil {
+		return "", "", fmt.Errorf("this binary's path for the ProxyCommand: %w", err)
+	}
+	return ns, self, nil
 }
 
 // runChild runs the system's program with args on the command's streams; its exit code becomes

@@ -25,14 +25,18 @@ const subresources = "/apis/subresources.virtualization.deckhouse.io/v1alpha2/na
 // dialer opens one stream (sub: console, vnc, portforward/PORT/tcp) of a VirtualMachine.
 type dialer func(ctx context.Context, sub string) (io.ReadWriteCloser, error)
 
-// vmDialer is the dialer of the namespace's VirtualMachine vm through virtualization-api with
-// the kubeconfig's credentials.
-func vmDialer(e *env, ns, vm string) (dialer, error) {
+// vmDialer is the namespace and the dialer of the namespace's VirtualMachine vm through
+// virtualization-api with the kubeconfig's credentials.
+func vmDialer(e *env, vm string) (string, dialer, error) {
+	ns, err := e.clients.Namespace()
+	if err != nil {
+		return "", nil, err
+	}
 	cfg, err := e.clients.RESTConfig()
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return func(ctx context.Context, sub string) (io.ReadWriteCloser, error) {
+	return ns, func(ctx context.Context, sub string) (io.ReadWriteCloser, error) {
 		target, err := console.StreamURL(cfg, subresources+ns+"/virtualmachines/"+vm+"/"+sub)
 		if err != nil {
 			return nil, err
@@ -85,11 +89,7 @@ VirtualMachine: while another is open the command fails naming its holder.`,
 		Args:              args("VM"),
 		ValidArgsFunction: completeVMs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := e.clients.Namespace()
-			if err != nil {
-				return err
-			}
-			dial, err := vmDialer(e, ns, args[0])
+			ns, dial, err := vmDialer(e, args[0])
 			if err != nil {
 				return err
 			}
@@ -127,11 +127,7 @@ session per VirtualMachine: a second viewer is refused while the first is connec
 			if port < 0 || port > 65535 {
 				return usagef("--port %d is not a port from 0 (any free one) to 65535", port)
 			}
-			ns, err := e.clients.Namespace()
-			if err != nil {
-				return err
-			}
-			dial, err := vmDialer(e, ns, args[0])
+			ns, dial, err := vmDialer(e, args[0])
 			if err != nil {
 				return err
 			}
@@ -200,11 +196,7 @@ Ctrl+C: LOCAL:REMOTE, REMOTE (the same port locally) or :REMOTE (a free local po
 				}
 				forwards = append(forwards, f)
 			}
-			ns, err := e.clients.Namespace()
-			if err != nil {
-				return err
-			}
-			dial, err := vmDialer(e, ns, args[0])
+			ns, dial, err := vmDialer(e, args[0])
 			if err != nil {
 				return err
 			}

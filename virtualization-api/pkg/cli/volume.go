@@ -56,6 +56,14 @@ func (f *volumeFlags) add(cmd *cobra.Command, waitFor string) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 3*time.Minute, "with --wait: how long to wait")
 }
 
+// check is the disk's kind, or a usage error for a bad flag.
+func (f *volumeFlags) check() (v1alpha2.VMBDAObjectRefKind, error) {
+	if f.timeout <= 0 {
+		return "", usagef("--timeout must be positive, got %s", f.timeout)
+	}
+	return parseVolumeKind(f.kind)
+}
+
 func newAddVolumeCommand(e *env) *cobra.Command {
 	var f volumeFlags
 	var name string
@@ -68,25 +76,18 @@ virtualization-api and protects it while it is attached. removevolume unplugs it
 		Example: fmt.Sprintf("  %[1]s addvolume myvm data --wait\n  %[1]s addvolume myvm tools-iso --kind cvi", e.name),
 		Args:    args("VM", "DISK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := parseVolumeKind(f.kind)
+			kind, err := f.check()
 			if err != nil {
 				return err
 			}
-			if f.timeout <= 0 {
-				return usagef("--timeout must be positive, got %s", f.timeout)
-			}
-			ns, err := e.clients.Namespace()
-			if err != nil {
-				return err
-			}
-			virt, err := e.clients.Virtualization()
+			ns, virt, err := e.friendly()
 			if err != nil {
 				return err
 			}
 			if name == "" {
 				name = attachmentName(args[0], kind, args[1])
 			}
-			bdas := virt.VirtualizationV1alpha2().VirtualMachineBlockDeviceAttachments(ns)
+			bdas := virt.VirtualMachineBlockDeviceAttachments(ns)
 			bda := &v1alpha2.VirtualMachineBlockDeviceAttachment{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 				Spec: v1alpha2.VirtualMachineBlockDeviceAttachmentSpec{
@@ -136,22 +137,15 @@ VirtualMachine: deletes the attachments of that disk to that machine.`,
 		Example: fmt.Sprintf("  %[1]s removevolume myvm data --wait", e.name),
 		Args:    args("VM", "DISK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := parseVolumeKind(f.kind)
+			kind, err := f.check()
 			if err != nil {
 				return err
 			}
-			if f.timeout <= 0 {
-				return usagef("--timeout must be positive, got %s", f.timeout)
-			}
-			ns, err := e.clients.Namespace()
+			ns, virt, err := e.friendly()
 			if err != nil {
 				return err
 			}
-			virt, err := e.clients.Virtualization()
-			if err != nil {
-				return err
-			}
-			bdas := virt.VirtualizationV1alpha2().VirtualMachineBlockDeviceAttachments(ns)
+			bdas := virt.VirtualMachineBlockDeviceAttachments(ns)
 			list, err := bdas.List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
 				return fmt.Errorf("list VirtualMachineBlockDeviceAttachments of %s: %w", ns, err)
