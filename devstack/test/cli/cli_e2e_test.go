@@ -225,7 +225,9 @@ func (f *fixture) namespace(t *testing.T, ctx context.Context, kube kubernetes.I
 // `d8v start --wait` creates a VirtualMachineOperation that the controller refuses for the run
 // policy, and exits 1 with its reason; `kubectl virtualization console` of the stopped machine
 // exits 1 with virtualization-api's 409 and how to see the phase; the console in another
-// namespace exits 1 with the 403 and what to ask for; collect-debug-info writes the archive.
+// namespace exits 1 with the 403 and what to ask for; `d8v ssh` runs the system's ssh through
+// its port-forward, refused with the 409, and exits with ssh's 255; collect-debug-info writes the
+// archive.
 func TestClientRefusals(t *testing.T) {
 	f := getFixture(t)
 	ctx := testenv.Context(t)
@@ -245,6 +247,12 @@ func TestClientRefusals(t *testing.T) {
 	code, out = f.user.run(t, ctx, "d8v", "console", vmName, "-n", f.other)
 	if code != 1 || !strings.Contains(out, "403") || !strings.Contains(out, "ask for the verb get on virtualmachines/console") {
 		t.Errorf("console in %s: exit %d, want 1 with the 403 and what to ask for:\n%s", f.other, code, out)
+	}
+	// ssh runs with d8v port-forward --stdio as its ProxyCommand (the namespace and KUBECONFIG
+	// passed on), which is refused for the stopped machine; ssh's own exit code comes back.
+	code, out = f.user.run(t, ctx, "d8v", "ssh", "cloud@"+vmName, "-n", f.ns, "--", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "true")
+	if code != 255 || !strings.Contains(out, "portforward/22/tcp of VirtualMachine "+f.ns+"/"+vmName+": 409") {
+		t.Errorf("d8v ssh to a stopped machine: exit %d, want ssh's 255 with the port-forward's 409:\n%s", code, out)
 	}
 	archive := filepath.Join(t.TempDir(), "debug.tar.gz")
 	if code, out := f.user.run(t, ctx, "d8v", "collect-debug-info", vmName, "-n", f.ns, "-o", archive); code != 0 {
