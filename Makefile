@@ -45,6 +45,7 @@ deps: apt-deps ## Also build the Kubernetes binaries, helm and kube-rbac-proxy i
 build: apt-deps ## Build every binary into bin/ (virt-launcher needs the libvirt headers).
 	mkdir -p bin
 	go build -o bin/ $(addsuffix /cmd/...,$(addprefix ./,$(filter-out api logopts,$(MODULES))))
+	ln -sf d8v bin/kubectl-virtualization # the client as a kubectl plugin: kubectl virtualization ...
 
 # devcluster runs the service-proxy and the local-provisioner next to the control plane, and prometheus-sd next to
 # Prometheus, so they are built together.
@@ -87,11 +88,12 @@ run: build cluster-up ## Start the local stack with a node, install the module f
 	echo "  make cluster-down   # to stop it all"
 
 .PHONY: console
-console: ## Attach to a VirtualMachine's serial console through virtualization-api: make console VM=example [NS=default] (CORE=1: a core VMI through subresources.kubevirt.io).
+console: ## Attach to a VirtualMachine's serial console through virtualization-api with d8v: make console VM=example [NS=default] (CORE=1: a core VMI through subresources.kubevirt.io).
 	@test -n "$(VM)" || { echo "usage: make console VM=<name> [NS=namespace] [CORE=1]" >&2; exit 2; }
-	@go build -o bin/vm-console ./devstack/cmd/vm-console
-	@if [ -n "$(CORE)" ]; then bin/vm-console -core --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; \
-	else bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/admin.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; fi
+	@if [ -n "$(CORE)" ]; then go build -o bin/vm-console ./devstack/cmd/vm-console && \
+	bin/vm-console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/kubevirt.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; \
+	else go build -o bin/d8v ./virtualization-api/cmd/d8v && \
+	bin/d8v console --kubeconfig "$(D8V_CACHE)/stacks/$(STACK)/admin.kubeconfig" -n "$(or $(NS),default)" "$(VM)"; fi
 
 .PHONY: chart-sync
 chart-sync: ## Copy the CRDs (renamed and friendly) and virt-operator's renamed RBAC rules into charts/virtualization (its test fails when stale).
