@@ -26,7 +26,6 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -66,15 +65,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := guest.BuildImage(ctx)
-	if err != nil {
-		t.Fatalf("guest image: %v", err)
-	}
 	store := t.TempDir()
-	// examples/core-vm.yaml boots this image.
-	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
-		t.Fatal(err)
-	}
 	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{nodeName}, ImageStore: store,
 		Set: prometheusValues, Log: testWriter{t}})
 	if err != nil {
@@ -143,8 +134,16 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkIPAM(t, st)
 	checkVirtualMachine(t, ctx, st)
 	checkImageImports(t, ctx, st)
+	checkVirtualMachineFromImage(t, ctx, st)
 
-	t.Log("examples/core-vm.yaml boots, and its console answers")
+	t.Log("examples/core-vm.yaml boots the tiny guest pushed into DVCR (make image-import), and its console answers")
+	img, err := guest.BuildImage(ctx)
+	if err != nil {
+		t.Fatalf("guest image: %v", err)
+	}
+	if _, err := module.PushContainerDisk(ctx, st.s, "tiny-guest", img.Disk); err != nil {
+		t.Fatal(err)
+	}
 	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "core-vm.yaml"))
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")

@@ -39,11 +39,11 @@ func TestManager(t *testing.T) {
 	newManager := func(t *testing.T) (*launcher.Manager, string) {
 		state := t.TempDir()
 		m, err := launcher.New(launcher.Config{
-			LibvirtURI: d.URI,
-			StateDir:   state,
-			ImageStore: store,
-			Emulation:  true,
-			Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			LibvirtURI:       d.URI,
+			StateDir:         state,
+			ContainerDiskDir: store,
+			Emulation:        true,
+			Logger:           slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err != nil {
 			t.Fatal(err)
