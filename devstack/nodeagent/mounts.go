@@ -68,6 +68,18 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 	return append(ms, devs...), nil
 }
 
+// programMount shows the container's program at its own path, read-only, when that path is
+// below a private directory (a bin dir in /tmp), as an image shows its binary in its root: a
+// program that reads itself (os.Executable, /proc/self/exe) finds itself there too.
+func programMount(private []PrivateDir, program string) (Mount, bool) {
+	for _, d := range private {
+		if strings.HasPrefix(program, d.Path+"/") {
+			return Mount{Source: program, Target: program, ReadOnly: true}, true
+		}
+	}
+	return Mount{}, false
+}
+
 // unmountUnder detaches every mount point below dir, deepest first.
 func unmountUnder(dir string) error {
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
