@@ -63,16 +63,7 @@ func TestServeFetch(t *testing.T) {
 	if err := os.WriteFile(disk, []byte("QFI\xfbdata"), 0o444); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sock := Socket(dir, "root")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, l, sock := openAndListen(t, disk, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- Serve(ctx, l, f) }()
@@ -105,16 +96,7 @@ func TestServeFetch(t *testing.T) {
 // TestServeEndsWithItsSocket: the launcher removes the socket when it ends; the server ends too.
 func TestServeEndsWithItsSocket(t *testing.T) {
 	dir := t.TempDir()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sock := Socket(dir, "root")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, l, sock := openAndListen(t, dir, dir)
 	// The listener would unlink the file itself when closed.
 	l.SetUnlinkOnClose(false)
 	done := make(chan error, 1)
@@ -130,4 +112,21 @@ func TestServeEndsWithItsSocket(t *testing.T) {
 	case <-time.After(5 * socketPoll):
 		t.Fatal("Serve still runs after its socket was removed")
 	}
+}
+
+// openAndListen opens the file a server hands out (closed when the test ends) and listens on
+// the socket of volume "root" in dir.
+func openAndListen(t *testing.T, file, dir string) (*os.File, *net.UnixListener, string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	sock := Socket(dir, "root")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, l, sock
 }
