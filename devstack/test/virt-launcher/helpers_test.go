@@ -115,7 +115,7 @@ exec "$@"
 
 // startLauncher starts virt-launcher for vmi in a Pod's sandbox and waits until it answers on
 // its socket.
-func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, store string, opts launchOpts) *launcherProc {
+func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, img guest.Image, opts launchOpts) *launcherProc {
 	t.Helper()
 	bin := launcherBinary(t)
 	if opts.netns == "" {
@@ -137,7 +137,7 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		"--grace-period-seconds", "75",
 		"--socket", l.socket,
 		"--state-dir", l.stateDir,
-		"--container-disk-dir", store,
+		"--container-disk-dir", imageStore(t, img),
 		"--termination-log", l.termLog,
 		"--emulation",
 		"--log-level=debug",
@@ -399,7 +399,7 @@ func testVMI(name string) *kubevirtv1.VirtualMachineInstance {
 
 // imageStore serves the guest image as the launcher Pod's containerDisk container would: on the
 // volume's socket in the returned directory (the launcher's --container-disk-dir), until the test
-// ends.
+// ends. One launcher's: a launcher removes the sockets when it ends, as its Pod's are its own.
 func imageStore(t *testing.T, img guest.Image) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -29,7 +29,6 @@ func TestManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	img, d := guesttest.Setup(ctx, t, "launcher-test")
-	store := imageStore(t, img)
 	conn, err := libvirt.NewConnect(d.URI)
 	if err != nil {
 		t.Fatalf("connect %s: %v", d.URI, err)
@@ -41,7 +40,7 @@ func TestManager(t *testing.T) {
 		m, err := launcher.New(launcher.Config{
 			LibvirtURI:       d.URI,
 			StateDir:         state,
-			ContainerDiskDir: store,
+			ContainerDiskDir: imageStore(t, img),
 			Emulation:        true,
 			Logger:           slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
