@@ -123,15 +123,18 @@ lint: fmt-check vet $(TOOLS_BIN)/staticcheck ## gofmt, go vet and staticcheck.
 MODULE_E2E := github.com/d8virt/devstack/test/module
 SHARED_PKGS = $(filter-out $(MODULE_E2E),$(shell go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./devstack/... | \
 	awk '{for (i = 2; i <= NF; i++) if ($$i == "github.com/d8virt/devstack/moduletest") print $$1}'))
-OTHER_PKGS = $(filter-out $(SHARED_PKGS),$(shell go list $(PKGS)))
+# Of the rest, the packages that start a stack or reach the suite's (those importing testenv, all of
+# devstack/test/) or that need the machine to themselves (root: network namespaces, libvirtd, QEMU)
+# run one at a time; the unit tests side by side (go test's default -p, which also links their
+# test binaries in parallel).
+ALONE_PKGS = $(filter-out $(SHARED_PKGS),$(shell go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' $(PKGS) | \
+	awk '$$1 ~ /^github.com\/d8virt\/devstack\/(test\/|guest$$|libvirtd$$|localnet$$|nodeagent$$)/ {print $$1; next} \
+	{for (i = 2; i <= NF; i++) if ($$i == "github.com/d8virt/devstack/testenv") {print $$1; break}}'))
+UNIT_PKGS = $(filter-out $(SHARED_PKGS) $(ALONE_PKGS),$(shell go list $(PKGS)))
 
-# Test binaries share one cluster and register cluster-wide objects (APIServices, webhooks) that
-# briefly disturb discovery, so they run one at a time (-p 1). The binaries a cluster with the
-# module runs are built once (D8V_TEST_MODULE_BIN) for every package that starts one. The e2e
-# packages that leave the module as it is run last, on one cluster with the module installed
-# (D8V_TEST_MODULE), which runs only while they do.
 .PHONY: test
 test: deps lint $(DEVCLUSTER) ## Lint, then unit and integration tests against a real control plane.
+	@echo "[make test $$(date +%T)] lint done; building"
 	go build -o bin/ ./devstack/cmd/e2e-cluster
 	$(E2E_CLUSTER) down -record $(E2E_RECORD)
 	$(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge
@@ -139,11 +142,12 @@ test: deps lint $(DEVCLUSTER) ## Lint, then unit and integration tests against a
 	trap '$(E2E_CLUSTER) down -record $(E2E_RECORD); $(DEVCLUSTER) --name $(TEST_STACK) --port-base $(TEST_PORT_BASE) down -purge' EXIT; \
 	export D8V_TEST_KUBECONFIG="$$kc" D8V_TEST_MODULE_BIN=$(E2E_BIN); \
 	$(E2E_CLUSTER) build $(E2E_BIN); \
-	rc=0; \
-	go test -p 1 -count=1 -timeout 30m $(OTHER_PKGS) || rc=$$?; \
-	$(E2E_CLUSTER) up -record $(E2E_RECORD); \
-	D8V_TEST_MODULE=$(E2E_RECORD) go test -p 1 -count=1 -timeout 30m $(SHARED_PKGS) || rc=$$?; \
-	exit $$rc
+	rc=0; stamp() { echo "[make test $$(date +%T)] $$*"; }; \
+	stamp "unit tests"; go test -count=1 -timeout 30m $(UNIT_PKGS) || rc=$$?; \
+	stamp "integration and e2e tests, one package at a time"; go test -p 1 -count=1 -timeout 30m $(ALONE_PKGS) || rc=$$?; \
+	stamp "the cluster with the module the e2e packages share"; $(E2E_CLUSTER) up -record $(E2E_RECORD); \
+	stamp "e2e tests on it"; D8V_TEST_MODULE=$(E2E_RECORD) go test -p 1 -count=1 -timeout 30m $(SHARED_PKGS) || rc=$$?; \
+	stamp "done: exit $$rc"; exit $$rc
 
 # Benchmarks that need no cluster; each prints its figures side by side with a baseline.
 BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/ ./devstack/test/importer/

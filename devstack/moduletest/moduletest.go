@@ -27,6 +27,7 @@ import (
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/release"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -204,6 +205,27 @@ func (c *Cluster) Install(ctx context.Context, set ...string) error {
 		return err
 	}
 	return module.WriteNodeRegistryConfig(ctx, o.Stack)
+}
+
+// InstallRelease installs an earlier release of the module (release.Prepare) the way its users
+// did: helm upgrade --install of its chart with its values for the local stack and its images'
+// tag, whose programs the nodes find in <bin>/<tag> (nodeagent.ResolveExecutable); it waits until
+// the module is ready. A later Install upgrades to this checkout's chart.
+func (c *Cluster) InstallRelease(ctx context.Context, tree release.Tree, set ...string) error {
+	link := filepath.Join(c.Module.BinDir, tree.Version)
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Symlink(tree.Bin, link); err != nil {
+		return err
+	}
+	o := c.Module
+	o.Repo = tree.Src
+	o.Set = append(append(append([]string{}, o.Set...), "images.tag="+tree.Version), set...)
+	if err := module.Install(ctx, o); err != nil {
+		return fmt.Errorf("release %s: %w", tree.Version, err)
+	}
+	return module.WaitReady(ctx, o, ReadyTimeout)
 }
 
 // Stop stops the stack, removes its nodes' pods (processes, network namespaces, addresses),

@@ -27,13 +27,7 @@ const (
 )
 
 // binaries are the programs the module's images stand for on the local stack, and the node agent.
-var binaries = []string{
-	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
-	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher", "./kubevirt-core/cmd/container-disk",
-	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
-	"./virtualization-api/cmd/virtualization-api",
-	"./devstack/cmd/node-agent", "./devstack/cmd/" + prometheus.SDDaemon,
-}
+var binaries = append(append([]string{}, module.ImagePackages...), "./devstack/cmd/node-agent", "./devstack/cmd/"+prometheus.SDDaemon)
 
 // Build builds every binary a cluster runs (the module's images, the node agent, the cluster
 // daemons) from the checkout at repo into dir.

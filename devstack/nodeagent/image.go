@@ -28,6 +28,19 @@ func ImageBinaryName(image string) string {
 	return ref
 }
 
+// ImageTag is the image's tag ("registry.example:5000/d8v/virt-api:0.1.0" -> "0.1.0"), empty when
+// it has none or names a digest.
+func ImageTag(image string) string {
+	if strings.IndexByte(image, '@') >= 0 {
+		return ""
+	}
+	last := image[strings.LastIndexByte(image, '/')+1:]
+	if i := strings.IndexByte(last, ':'); i >= 0 {
+		return last[i+1:]
+	}
+	return ""
+}
+
 // resolverFS is the file system as the resolver sees it; tests replace it.
 type resolverFS struct {
 	// executable reports whether path is an executable regular file.
@@ -47,11 +60,13 @@ func hostFS() resolverFS {
 }
 
 // ResolveExecutable finds the program a container runs and returns it with the full argv
-// (argv[0] as the container asked for it, as a runtime passes it).
+// (argv[0] as the container asked for it, as a runtime passes it). The bin directory holds the
+// programs of every image; those of one tag may have a directory of their own, <binDir>/<tag>
+// (an earlier release's build, which an upgrade test installs), and are taken from there first:
 //
-//   - with a command, command[0] is <binDir>/<basename of command[0]> when that exists, otherwise
-//     looked up in PATH (or taken as the path it is);
-//   - without one, the image's program <binDir>/<ImageBinaryName(image)> runs.
+//   - with a command, command[0] is <basename of command[0]> in those directories when it is
+//     there, otherwise looked up in PATH (or taken as the path it is);
+//   - without one, the image's program ImageBinaryName(image) in those directories runs.
 //
 // args (already expanded) follow the command.
 func ResolveExecutable(binDir, image string, command, args []string) (path string, argv []string, err error) {
@@ -59,12 +74,23 @@ func ResolveExecutable(binDir, image string, command, args []string) (path strin
 }
 
 func resolveExecutable(fs resolverFS, binDir, image string, command, args []string) (string, []string, error) {
+	// inBinDir is the program name in the tag's directory or the bin directory, if it is there.
+	inBinDir := func(name string) (string, bool) {
+		if binDir == "" {
+			return "", false
+		}
+		if tag := ImageTag(image); tag != "" && tag != "." && tag != ".." {
+			if p := filepath.Join(binDir, tag, name); fs.executable(p) {
+				return p, true
+			}
+		}
+		p := filepath.Join(binDir, name)
+		return p, fs.executable(p)
+	}
 	if len(command) > 0 && command[0] != "" {
 		argv := append(append([]string{}, command...), args...)
-		if binDir != "" {
-			if p := filepath.Join(binDir, filepath.Base(command[0])); fs.executable(p) {
-				return p, argv, nil
-			}
+		if p, ok := inBinDir(filepath.Base(command[0])); ok {
+			return p, argv, nil
 		}
 		p, err := fs.lookPath(command[0])
 		if err != nil {
@@ -84,8 +110,8 @@ func resolveExecutable(fs resolverFS, binDir, image string, command, args []stri
 	if binDir == "" {
 		return "", nil, fmt.Errorf("image %q: no --bin-dir to find %s in", image, name)
 	}
-	p := filepath.Join(binDir, name)
-	if !fs.executable(p) {
+	p, ok := inBinDir(name)
+	if !ok {
 		return "", nil, fmt.Errorf("image %q: program %s does not exist (run make build)", image, p)
 	}
 	return p, append([]string{p}, args...), nil

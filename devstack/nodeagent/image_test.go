@@ -26,10 +26,26 @@ func TestImageBinaryName(t *testing.T) {
 	}
 }
 
+func TestImageTag(t *testing.T) {
+	for _, tc := range []struct{ image, want string }{
+		{"registry.example/d8v/virt-launcher:dev", "dev"},
+		{"localhost:5000/virt-api", ""},
+		{"localhost:5000/virt-api:0.1.0", "0.1.0"},
+		{"busybox:1.36", "1.36"},
+		{"docker.io/library/busybox@sha256:0123abcd", ""},
+		{"", ""},
+	} {
+		if got := ImageTag(tc.image); got != tc.want {
+			t.Errorf("ImageTag(%q) = %q, want %q", tc.image, got, tc.want)
+		}
+	}
+}
+
 func TestResolveExecutable(t *testing.T) {
 	fs := resolverFS{
 		executable: func(p string) bool {
-			return map[string]bool{"/repo/bin/virt-launcher": true, "/repo/bin/busybox": true}[p]
+			return map[string]bool{"/repo/bin/virt-launcher": true, "/repo/bin/busybox": true,
+				"/repo/bin/0.1.0/virt-launcher": true, "/repo/bin/0.1.0/kube-api-rewriter": true}[p]
 		},
 		lookPath: func(f string) (string, error) {
 			switch f {
@@ -60,6 +76,16 @@ func TestResolveExecutable(t *testing.T) {
 			wantPath: "/opt/tool", wantArgv: []string{"/opt/tool", "a"}},
 		{name: "bin dir wins over the absolute path", binDir: "/repo/bin", command: []string{"/bin/busybox", "httpd"},
 			wantPath: "/repo/bin/busybox", wantArgv: []string{"/bin/busybox", "httpd"}},
+		{name: "a tag's own build first", binDir: "/repo/bin", image: "d8v.local/virt-launcher:0.1.0",
+			wantPath: "/repo/bin/0.1.0/virt-launcher", wantArgv: []string{"/repo/bin/0.1.0/virt-launcher"}},
+		{name: "a tag's own command first", binDir: "/repo/bin", image: "d8v.local/kube-api-rewriter:0.1.0",
+			command: []string{"kube-api-rewriter"}, wantPath: "/repo/bin/0.1.0/kube-api-rewriter", wantArgv: []string{"kube-api-rewriter"}},
+		{name: "a tag without a build of its own", binDir: "/repo/bin", image: "d8v.local:5000/busybox:0.1.0",
+			wantPath: "/repo/bin/busybox", wantArgv: []string{"/repo/bin/busybox"}},
+		{name: "a tag that is no directory name", binDir: "/repo/bin", image: "d8v.local/virt-launcher:..",
+			wantPath: "/repo/bin/virt-launcher", wantArgv: []string{"/repo/bin/virt-launcher"}},
+		{name: "a digest is no tag", binDir: "/repo/bin", image: "d8v.local/virt-launcher@sha256:0.1.0",
+			wantPath: "/repo/bin/virt-launcher", wantArgv: []string{"/repo/bin/virt-launcher"}},
 		{name: "missing command", binDir: "/repo/bin", command: []string{"nope"}, wantErrContains: `command "nope"`},
 		{name: "missing image program", binDir: "/repo/bin", image: "example/virt-exporter:1", wantErrContains: "/repo/bin/virt-exporter does not exist"},
 		{name: "no bin dir for an image", image: "example/virt-launcher", wantErrContains: "no --bin-dir"},

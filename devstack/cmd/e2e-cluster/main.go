@@ -3,7 +3,8 @@
 // chart installed), and builds the binaries it runs once for the whole suite.
 //
 //	e2e-cluster [-repo DIR] build DIR
-//	        build the binaries a cluster runs into DIR (hand it to the tests as D8V_TEST_MODULE_BIN)
+//	        build the binaries a cluster runs into DIR (hand it to the tests as D8V_TEST_MODULE_BIN),
+//	        and the previous release's into the machine-wide cache (release.Prepare: once a machine)
 //	e2e-cluster [-repo DIR] up -record FILE [-nodes node-a,node-b]
 //	        start a cluster (with the binaries of D8V_TEST_MODULE_BIN, else its own build),
 //	        install the module, wait until it is ready and write its record to FILE (hand it to
@@ -27,6 +28,7 @@ import (
 
 	"github.com/d8virt/devstack/localnet"
 	"github.com/d8virt/devstack/moduletest"
+	"github.com/d8virt/devstack/release"
 )
 
 func main() {
@@ -61,6 +63,12 @@ func run() error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "e2e-cluster: built the binaries into %s in %s\n", args[1], time.Since(start).Round(time.Second))
+		start = time.Now()
+		prev, err := release.Prepare(ctx, root, release.Previous)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "e2e-cluster: the previous release %s is in %s (%s)\n", prev.Version, prev.Bin, time.Since(start).Round(time.Second))
 		return nil
 	case "up", "down":
 		fs := flag.NewFlagSet(args[0], flag.ExitOnError)

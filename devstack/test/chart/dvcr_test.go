@@ -28,7 +28,7 @@ func TestDVCR(t *testing.T) {
 		image   string
 		storage func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured)
 	}{
-		{name: "default: a claim of the default class", image: "registry.example.com/d8virt/dvcr:0.1.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
+		{name: "default: a claim of the default class", image: "registry.example.com/d8virt/dvcr:0.2.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
 			claim := claimOf(t, v, objs)
 			if claim.Spec.StorageClassName != nil || claim.Spec.Resources.Requests.Storage().String() != "50Gi" {
 				t.Errorf("claim %+v", claim.Spec)
@@ -43,12 +43,12 @@ func TestDVCR(t *testing.T) {
 				t.Errorf("claim %+v", claim.Spec)
 			}
 		}},
-		{name: "hostPath", args: []string{"--set", "dvcr.storage.type=HostPath,dvcr.storage.hostPath.path=/srv/images"}, image: "registry.example.com/d8virt/dvcr:0.1.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
+		{name: "hostPath", args: []string{"--set", "dvcr.storage.type=HostPath,dvcr.storage.hostPath.path=/srv/images"}, image: "registry.example.com/d8virt/dvcr:0.2.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
 			if v.HostPath == nil || v.HostPath.Path != "/srv/images" || objsOf(objs, "PersistentVolumeClaim") != nil {
 				t.Errorf("storage %+v", v.VolumeSource)
 			}
 		}},
-		{name: "emptyDir", args: []string{"--set", "dvcr.storage.type=EmptyDir,dvcr.storage.emptyDir.sizeLimit=5Gi"}, image: "registry.example.com/d8virt/dvcr:0.1.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
+		{name: "emptyDir", args: []string{"--set", "dvcr.storage.type=EmptyDir,dvcr.storage.emptyDir.sizeLimit=5Gi"}, image: "registry.example.com/d8virt/dvcr:0.2.0", storage: func(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) {
 			if v.EmptyDir == nil || v.EmptyDir.SizeLimit.String() != "5Gi" || objsOf(objs, "PersistentVolumeClaim") != nil {
 				t.Errorf("storage %+v", v.VolumeSource)
 			}

@@ -1,13 +1,15 @@
 // Package module installs the virtualization module from charts/virtualization with helm on a
 // fresh local stack of its own, as `make run` does, and checks what a platform would: every
 // component's pods Ready, each under its own ServiceAccount's token, a core VM from examples/core-vm.yaml
-// booting with an answering console, helm uninstall leaving the VM alone until a reinstall
+// booting with an answering console under the previous release and running on through the
+// upgrade to this checkout's chart, helm uninstall leaving the VM alone until a reinstall
 // picks it up again, and Prometheus scraping every component through kube-rbac-proxy from the
 // chart's ServiceMonitors.
 package module
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +28,8 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
+	"github.com/d8virt/devstack/nodeagent"
+	"github.com/d8virt/devstack/release"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
@@ -54,6 +58,7 @@ type stack struct {
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
+	guest    guest.Image
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -65,7 +70,15 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	img, err := guest.BuildImage(ctx)
+	if err != nil {
+		t.Fatalf("guest image: %v", err)
+	}
 	store := t.TempDir()
+	// The previous release's example VM boots this image from the node's image store.
+	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
+		t.Fatal(err)
+	}
 	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{nodeName}, ImageStore: store,
 		Set: prometheusValues, Log: testWriter{t}})
 	if err != nil {
@@ -83,7 +96,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt, guest: img}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -126,25 +139,29 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
-	st.install(t, ctx)
-	checkServiceAccounts(t, ctx, st)
-	checkDVCR(t, ctx, st)
-	checkClusterVirtualImage(t, st)
-	checkIPAM(t, st)
-	checkVirtualMachine(t, ctx, st)
-	checkImageImports(t, ctx, st)
-	checkVirtualMachineFromImage(t, ctx, st)
-
-	t.Log("examples/core-vm.yaml boots the tiny guest pushed into DVCR (make image-import), and its console answers")
-	img, err := guest.BuildImage(ctx)
-	if err != nil {
-		t.Fatalf("guest image: %v", err)
-	}
-	if _, err := module.PushContainerDisk(ctx, st.s, "tiny-guest", img.Disk); err != nil {
+	// First the previous release, which the VM starts under, then an upgrade to this checkout's
+	// chart; a checkout without the release's commit in its history installs this one directly.
+	example := filepath.Join(st.opts.Repo, "examples", "core-vm.yaml")
+	prev, err := release.Prepare(ctx, st.opts.Repo, release.Previous)
+	upgrade := err == nil
+	switch {
+	case errors.Is(err, release.ErrNotInHistory):
+		t.Logf("the upgrade from the previous release is not tested here: %v", err)
+		t.Log("helm upgrade --install with devstack/chart-values/local.yaml; examples/core-vm.yaml boots the tiny guest pushed into DVCR (make image-import)")
+		st.install(t, ctx)
+		if _, err := module.PushContainerDisk(ctx, st.s, "tiny-guest", st.guest.Disk); err != nil {
+			t.Fatal(err)
+		}
+	case err != nil:
 		t.Fatal(err)
+	default:
+		t.Logf("helm install of the previous release %s, and its example VM", prev.Version)
+		if err := st.c.InstallRelease(ctx, prev); err != nil {
+			t.Fatal(err)
+		}
+		example = filepath.Join(prev.Src, prev.CoreExample)
 	}
-	st.kubectl(t, st.kubevirt, "apply", "-f", filepath.Join(st.opts.Repo, "examples", "core-vm.yaml"))
+	st.kubectl(t, st.kubevirt, "apply", "-f", example)
 	st.kubectl(t, st.kubevirt, "wait", "vm/demo", "--for=jsonpath={.status.printableStatus}=Running", "--timeout=3m")
 	vmiUID := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}")
 	con := openConsole(t, ctx, st.kubevirt, "demo")
@@ -152,6 +169,20 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
 	_ = con.Close()
+	if upgrade {
+		launcher := launcherPod(t, ctx, st, vmiUID)
+		t.Log("helm upgrade to this checkout's chart with devstack/chart-values/local.yaml keeps the VM running")
+		st.install(t, ctx)
+		checkStillRunning(t, ctx, st, vmiUID, launcher)
+	}
+
+	checkServiceAccounts(t, ctx, st)
+	checkDVCR(t, ctx, st)
+	checkClusterVirtualImage(t, st)
+	checkIPAM(t, st)
+	checkVirtualMachine(t, ctx, st)
+	checkImageImports(t, ctx, st)
+	checkVirtualMachineFromImage(t, ctx, st)
 
 	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
 	if err := module.Uninstall(ctx, st.opts); err != nil {
@@ -174,13 +205,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the reinstall: uid %q, was %q", got, vmiUID)
 	}
-	con = openConsole(t, ctx, st.kubevirt, "demo")
-	if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := con.WaitFor(regexp.MustCompile(`answer-42`), 30*time.Second); err != nil {
-		t.Fatalf("%v\nconsole so far:\n%s", err, con)
-	}
+	checkConsoleAnswers(t, ctx, st, "demo")
 
 	t.Log("Prometheus scrapes the module from the chart's ServiceMonitors, the VM running")
 	checkPrometheus(t, ctx, st)

@@ -1,0 +1,11 @@
+package module
+
+// ImagePackages are the Go packages of the programs the module's images stand for on the local
+// stack (the node agent runs image <registry>/<name>:<tag> as the program <name>), relative to a
+// checkout's root.
+var ImagePackages = []string{
+	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
+	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
+	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
+	"./virtualization-api/cmd/virtualization-api",
+}
