@@ -78,8 +78,8 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 	if err == nil {
 		err = r.prepareRootfs(c)
 	}
-	if m, ok := programMount(r.p.cfg.PrivateDirs, program); ok && err == nil {
-		mounts = append(mounts, m)
+	if err == nil {
+		mounts = append(mounts, programMounts(r.p.cfg.PrivateDirs, path, program)...)
 	}
 	if err == nil {
 		err = os.WriteFile(filepath.Join(c.dir, termLogFile), nil, 0o666)

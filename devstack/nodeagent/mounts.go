@@ -68,16 +68,25 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 	return append(ms, devs...), nil
 }
 
-// programMount shows the container's program at its own path, read-only, when that path is
-// below a private directory (a bin dir in /tmp), as an image shows its binary in its root: a
-// program that reads itself (os.Executable, /proc/self/exe) finds itself there too.
-func programMount(private []PrivateDir, program string) (Mount, bool) {
-	for _, d := range private {
-		if strings.HasPrefix(program, d.Path+"/") {
-			return Mount{Source: program, Target: program, ReadOnly: true}, true
+// programMounts show the container's program at its path, read-only, where that path is below
+// a private directory (a bin dir in /tmp), as an image shows its binary in its root: exec finds
+// it, and a program that reads itself (os.Executable, /proc/self/exe) does too. path is the
+// program as exec'd, real the same with symlinks resolved (bin/<tag> links a release's build
+// elsewhere); either may be hidden, and both show the real file.
+func programMounts(private []PrivateDir, path, real string) []Mount {
+	var ms []Mount
+	for _, target := range []string{path, real} {
+		if len(ms) > 0 && ms[0].Target == target {
+			continue
+		}
+		for _, d := range private {
+			if strings.HasPrefix(target, d.Path+"/") {
+				ms = append(ms, Mount{Source: real, Target: target, ReadOnly: true})
+				break
+			}
 		}
 	}
-	return Mount{}, false
+	return ms
 }
 
 // unmountUnder detaches every mount point below dir, deepest first.
