@@ -221,7 +221,8 @@ func (c *Cluster) InstallRelease(ctx context.Context, tree release.Tree, set ...
 	}
 	o := c.Module
 	o.Repo = tree.Src
-	o.Set = append(append(append([]string{}, o.Set...), "images.tag="+tree.Version), set...)
+	// A release before 0.2.0 mounts containerDisk images from the nodes' image store.
+	o.Set = append(append(append([]string{}, o.Set...), "images.tag="+tree.Version, "containerDiskStore="+c.ImageStore), set...)
 	if err := module.Install(ctx, o); err != nil {
 		return fmt.Errorf("release %s: %w", tree.Version, err)
 	}
