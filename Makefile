@@ -65,8 +65,8 @@ cluster-down: $(DEVCLUSTER) ## Stop everything the local stack started.
 run: build cluster-up ## Start the local stack with a node, install the module from charts/virtualization (helm), and run the example VM (examples/vm.yaml, the friendly API).
 	guest=$$(bash hack/guest/build.sh | tail -1); \
 	kv=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module up | tail -1); \
-	kc=$$(dirname "$$kv")/admin.kubeconfig; \
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) image-push tiny-guest "$$guest/disk.qcow2" >/dev/null; \
+	kc=$$(dirname "$$kv")/admin.kubeconfig; \
 	echo "Creating the example (examples/vm.yaml): the tiny guest from DVCR as a ClusterVirtualImage, a disk from it, a VM; it boots under TCG..."; \
 	$(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) module example -f examples/vm.yaml; \
 	prom=$$($(DEVCLUSTER) --name $(STACK) --port-base $(PORT_BASE) prometheus up | tail -1); \

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -75,26 +76,60 @@ func Authenticator(secrets []*corev1.Secret, registry string) (authn.Authenticat
 		default:
 			continue
 		}
-		for host, a := range cfg.Auths {
-			if normalizeHost(host) != registry {
-				continue
-			}
-			user, pass := a.Username, a.Password
-			if a.Auth != "" {
-				raw, err := base64.StdEncoding.DecodeString(a.Auth)
-				if err != nil {
-					return nil, fmt.Errorf("imagePullSecret %s: auth of %s: %w", s.Name, host, err)
-				}
-				u, p, ok := strings.Cut(string(raw), ":")
-				if !ok {
-					return nil, fmt.Errorf("imagePullSecret %s: auth of %s is not user:password", s.Name, host)
-				}
-				user, pass = u, p
-			}
-			return authn.FromConfig(authn.AuthConfig{Username: user, Password: pass}), nil
+		a, err := cfg.authenticator(registry)
+		if err != nil {
+			return nil, fmt.Errorf("imagePullSecret %s: %w", s.Name, err)
+		}
+		if a != nil {
+			return a, nil
 		}
 	}
 	return authn.Anonymous, nil
+}
+
+// authenticator is the config's credentials for registry, nil without any.
+func (cfg dockerConfig) authenticator(registry string) (authn.Authenticator, error) {
+	for host, a := range cfg.Auths {
+		if normalizeHost(host) != registry {
+			continue
+		}
+		user, pass := a.Username, a.Password
+		if a.Auth != "" {
+			raw, err := base64.StdEncoding.DecodeString(a.Auth)
+			if err != nil {
+				return nil, fmt.Errorf("auth of %s: %w", host, err)
+			}
+			u, p, ok := strings.Cut(string(raw), ":")
+			if !ok {
+				return nil, fmt.Errorf("auth of %s is not user:password", host)
+			}
+			user, pass = u, p
+		}
+		return authn.FromConfig(authn.AuthConfig{Username: user, Password: pass}), nil
+	}
+	return nil, nil
+}
+
+// NodeAuthenticator is the node's own credentials for registry: those of h's auth file (a
+// .dockerconfigjson, as kubelet's config.json), used when the pod's pull secrets have none, as a
+// platform gives its nodes credentials for its own registry. Without one the pull is anonymous.
+func NodeAuthenticator(h Host, registry string) (authn.Authenticator, error) {
+	if h.Auth == "" {
+		return authn.Anonymous, nil
+	}
+	b, err := os.ReadFile(h.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("node credentials: %w", err)
+	}
+	var cfg dockerConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("node credentials %s: %w", h.Auth, err)
+	}
+	a, err := cfg.authenticator(registry)
+	if err != nil || a == nil {
+		return authn.Anonymous, err
+	}
+	return a, nil
 }
 
 // normalizeHost turns a docker config key ("https://host:5000/v1/", "host:5000") into host:port.

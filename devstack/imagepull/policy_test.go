@@ -165,3 +165,53 @@ func FuzzUntar(f *testing.F) {
 		}
 	})
 }
+
+// TestNodeAuthenticator: the node's own credentials file for a registry, as kubelet's config.json.
+func TestNodeAuthenticator(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.json", `{"auths": {"dvcr.ns.svc": {"auth": "`+base64.StdEncoding.EncodeToString([]byte("puller:secret"))+`"}}}`)
+	other := file("other.json", `{"auths": {"registry.example": {"username": "u", "password": "p"}}}`)
+	broken := file("broken.json", `{"auths": `)
+	for _, tc := range []struct {
+		name       string
+		host       Host
+		user, pass string
+		err        string
+	}{
+		{name: "no auth file: anonymous", host: Host{CA: "/ca.pem"}},
+		{name: "the registry's credentials", host: Host{Auth: good}, user: "puller", pass: "secret"},
+		{name: "a file for other registries: anonymous", host: Host{Auth: other}},
+		{name: "a missing file", host: Host{Auth: filepath.Join(dir, "nope.json")}, err: "node credentials"},
+		{name: "a broken file", host: Host{Auth: broken}, err: "node credentials " + broken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := NodeAuthenticator(tc.host, "dvcr.ns.svc")
+			if tc.err != "" {
+				if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.err)) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.user == "" {
+				if a != authn.Anonymous {
+					t.Fatalf("authenticator %v, want anonymous", a)
+				}
+				return
+			}
+			cfg, err := a.Authorization()
+			if err != nil || cfg.Username != tc.user || cfg.Password != tc.pass {
+				t.Fatalf("credentials %+v, %v; want %s:%s", cfg, err, tc.user, tc.pass)
+			}
+		})
+	}
+}

@@ -28,6 +28,9 @@ type Host struct {
 	CA string `json:"ca,omitempty"`
 	// PlainHTTP talks HTTP instead of HTTPS.
 	PlainHTTP bool `json:"plainHTTP,omitempty"`
+	// Auth is a .dockerconfigjson file with the node's own credentials for the registry
+	// (NodeAuthenticator).
+	Auth string `json:"auth,omitempty"`
 }
 
 // Hosts are the registries the node pulls from, by host[:port] as image references name them.
@@ -107,16 +110,25 @@ func Registry(image string) (string, error) {
 
 // Handles tells whether image lives on one of the puller's registries.
 func (p *Puller) Handles(image string) (bool, error) {
+	if _, err := Registry(image); err != nil {
+		return false, nil // not a registry reference: a program of the node
+	}
+	_, ok, err := p.Host(image)
+	return ok, err
+}
+
+// Host is how the node reaches the registry of image, ok false for one it does not pull from.
+func (p *Puller) Host(image string) (h Host, ok bool, err error) {
 	reg, err := Registry(image)
 	if err != nil {
-		return false, nil // not a registry reference: a program of the node
+		return Host{}, false, err
 	}
 	hosts, err := p.hosts()
 	if err != nil {
-		return false, err
+		return Host{}, false, err
 	}
-	_, ok := hosts[reg]
-	return ok, nil
+	h, ok = hosts[reg]
+	return h, ok, nil
 }
 
 // Cached returns the image a reference was last pulled as, if its root file system is there.

@@ -25,6 +25,7 @@ const (
 	DVCRPushHost   = DVCRPullHost + ":5000"
 	dvcrTLSSecret  = "dvcr-tls"
 	dvcrPushSecret = "dvcr-pusher"
+	dvcrPullSecret = "dvcr-puller"
 	// LocalImages is the repository prefix of images pushed by hand (make image-import), apart
 	// from the controller's cvi/ and vi/.
 	LocalImages = "local"
@@ -39,9 +40,15 @@ func dvcrCAPath(s *controlplane.Stack) string {
 	return filepath.Join(s.Config().StateDir, "dvcr-ca.crt")
 }
 
+func dvcrAuthPath(s *controlplane.Stack) string {
+	return filepath.Join(s.Config().StateDir, "dvcr-puller.json")
+}
+
 // WriteNodeRegistryConfig configures the stack's nodes for the installed module's DVCR, as a
-// platform configures containerd on its nodes: they trust DVCR's CA (read from the chart's
-// Secret) for its pull address. The agents read the file at every pull.
+// platform configures containerd on its nodes (the reference module does it with a
+// NodeGroupConfiguration): they trust DVCR's CA (read from the chart's Secret) for its pull
+// address and pull with the puller's credentials, so launcher Pods of virtual machines need no
+// pull secret. The agents read the file at every pull.
 func WriteNodeRegistryConfig(ctx context.Context, s *controlplane.Stack) error {
 	kube, _, err := clients(s)
 	if err != nil {
@@ -58,7 +65,14 @@ func WriteNodeRegistryConfig(ctx context.Context, s *controlplane.Stack) error {
 	if err := os.WriteFile(dvcrCAPath(s), ca, 0o644); err != nil {
 		return err
 	}
-	b, err := json.Marshal(imagepull.Hosts{DVCRPullHost: {CA: dvcrCAPath(s)}})
+	pull, err := kube.CoreV1().Secrets(Namespace).Get(ctx, dvcrPullSecret, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("DVCR's puller: %w", err)
+	}
+	if err := os.WriteFile(dvcrAuthPath(s), pull.Data[corev1.DockerConfigJsonKey], 0o600); err != nil {
+		return err
+	}
+	b, err := json.Marshal(imagepull.Hosts{DVCRPullHost: {CA: dvcrCAPath(s), Auth: dvcrAuthPath(s)}})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@ package module
 var ImagePackages = []string{
 	"./kube-api-rewriter/cmd/kube-api-rewriter", "./kubevirt-core/cmd/virt-operator", "./kubevirt-core/cmd/virt-api",
 	"./kubevirt-core/cmd/virt-controller", "./kubevirt-core/cmd/virt-handler", "./kubevirt-core/cmd/virt-launcher",
+	// The launcher image's second program: its Pod's init container copies it out for the
+	// containerDisk containers.
+	"./kubevirt-core/cmd/container-disk",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
 	"./virtualization-api/cmd/virtualization-api",
 }

@@ -50,8 +50,6 @@ type Options struct {
 	Repo string
 	// BinDir is the nodes' bin directory, where an image's program is (make build's bin/).
 	BinDir string
-	// ImageStore is the nodes' containerDisk store, the chart's containerDiskStore.
-	ImageStore string
 	// Nodes are the local nodes that must run virt-handler before the module counts as ready.
 	Nodes []string
 	// Set are more helm --set values, e.g. "logLevel=debug".
@@ -94,7 +92,7 @@ func Install(ctx context.Context, o Options) error {
 		return err
 	}
 	args := []string{"upgrade", "--install", Release, chart, "--namespace", Namespace,
-		"--values", ValuesFile(o.Repo), "--set-string", "containerDiskStore=" + o.ImageStore}
+		"--values", ValuesFile(o.Repo)}
 	for _, s := range o.Set {
 		args = append(args, "--set", s)
 	}

@@ -42,7 +42,7 @@ type Config struct {
 	Net localnet.Net
 	// Nodes are the local nodes; the module's pods and the VMs run on them.
 	Nodes []string
-	// ImageStore is the nodes' containerDisk store (the chart's containerDiskStore); empty, Start
+	// ImageStore is the nodes' containerDisk store (the node agent's --image-store); empty, Start
 	// makes one that Stop removes.
 	ImageStore string
 	// Set are more helm --set values for every install.
@@ -152,7 +152,7 @@ func (r Record) cluster(n localnet.Net, log io.Writer) (*Cluster, error) {
 		return nil, err
 	}
 	s.AddComponents(rw)
-	c.Module = module.Options{Stack: s, Repo: r.Repo, BinDir: r.BinDir, ImageStore: r.ImageStore, Nodes: r.Nodes, Set: r.Set, Log: log}
+	c.Module = module.Options{Stack: s, Repo: r.Repo, BinDir: r.BinDir, Nodes: r.Nodes, Set: r.Set, Log: log}
 	return c, nil
 }
 
@@ -166,7 +166,7 @@ func nodeAgent(s *controlplane.Stack, bin, name, store string) controlplane.Comp
 		Name: "node-agent-" + name,
 		Bin:  filepath.Join(bin, "node-agent"),
 		Args: []string{"--kubeconfig", s.KubeconfigPath(), "--node-name", name, "--root-dir", NodeRoot(s, name),
-			"--bin-dir", bin, "--image-store", store,
+			"--bin-dir", bin, "--image-store", store, "--registry-config", module.RegistryConfigPath(s),
 			"--cluster-dns", s.Config().ClusterDNSIP().String(), "--cluster-domain", controlplane.ClusterDomain},
 		Ready: func(ctx context.Context) error {
 			// The admin kubeconfig exists once the control plane is up, before any node.
@@ -192,15 +192,19 @@ func nodeAgent(s *controlplane.Stack, bin, name, store string) controlplane.Comp
 	}
 }
 
-// Install runs helm upgrade --install with the cluster's values and more (set), and waits until
-// the module is ready.
+// Install runs helm upgrade --install with the cluster's values and more (set), waits until the
+// module is ready, and configures the nodes for its DVCR (module.WriteNodeRegistryConfig), so
+// they pull containerDisks from it as a platform's nodes do.
 func (c *Cluster) Install(ctx context.Context, set ...string) error {
 	o := c.Module
 	o.Set = append(append([]string{}, o.Set...), set...)
 	if err := module.Install(ctx, o); err != nil {
 		return err
 	}
-	return module.WaitReady(ctx, o, ReadyTimeout)
+	if err := module.WaitReady(ctx, o, ReadyTimeout); err != nil {
+		return err
+	}
+	return module.WriteNodeRegistryConfig(ctx, o.Stack)
 }
 
 // InstallRelease installs an earlier release of the module (release.Prepare) the way its users
@@ -217,7 +221,8 @@ func (c *Cluster) InstallRelease(ctx context.Context, tree release.Tree, set ...
 	}
 	o := c.Module
 	o.Repo = tree.Src
-	o.Set = append(append(append([]string{}, o.Set...), "images.tag="+tree.Version), set...)
+	// A release before 0.2.0 mounts containerDisk images from the nodes' image store.
+	o.Set = append(append(append([]string{}, o.Set...), "images.tag="+tree.Version, "containerDiskStore="+c.ImageStore), set...)
 	if err := module.Install(ctx, o); err != nil {
 		return fmt.Errorf("release %s: %w", tree.Version, err)
 	}

@@ -71,8 +71,15 @@ func (r *podRuntime) start(ctx context.Context, c *ctr) {
 	c.rec.Attempt++
 	attempt := c.rec.Attempt
 	path, argv, err := ResolveExecutable(r.p.cfg.BinDir, spec.Image, ExpandArgs(env, spec.Command), ExpandArgs(env, spec.Args))
+	var program string
+	if err == nil {
+		program, err = filepath.EvalSymlinks(path)
+	}
 	if err == nil {
 		err = r.prepareRootfs(c)
+	}
+	if err == nil {
+		mounts = append(mounts, programMounts(r.p.cfg.PrivateDirs, path, program)...)
 	}
 	if err == nil {
 		err = os.WriteFile(filepath.Join(c.dir, termLogFile), nil, 0o666)

@@ -52,7 +52,6 @@ func runInit(specPath string) int {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fail(fmt.Errorf("make / slave: %w", err))
 	}
-	exeFd, exeErr := unix.Open(spec.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	// Every mount source is opened before anything is mounted, and mounted through /proc/self/fd,
 	// so that a private directory mounted earlier never hides the source of a later one. (After
 	// the unshare: the source of a bind mount must be in the caller's mount namespace.)
@@ -93,12 +92,8 @@ func runInit(specPath string) int {
 	if err := os.Chdir(dir); err != nil {
 		return fail(fmt.Errorf("working directory: %w", err))
 	}
+	// A program below a private directory is there too: the node agent mounts it at its path.
 	err := syscall.Exec(spec.Path, spec.Argv, spec.Env)
-	if errors.Is(err, syscall.ENOENT) && exeErr == nil {
-		// The program lives below a private directory (a bin dir in /tmp): run it through the
-		// descriptor opened before the mounts.
-		err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(exeFd), spec.Argv, spec.Env)
-	}
 	return fail(fmt.Errorf("exec %s: %w", spec.Path, err))
 }
 

@@ -68,6 +68,27 @@ func (r *podRuntime) containerMounts(pod *corev1.Pod, c *ctr, spec *corev1.Conta
 	return append(ms, devs...), nil
 }
 
+// programMounts show the container's program at its path, read-only, where that path is below
+// a private directory (a bin dir in /tmp), as an image shows its binary in its root: exec finds
+// it, and a program that reads itself (os.Executable, /proc/self/exe) does too. path is the
+// program as exec'd, real the same with symlinks resolved (bin/<tag> links a release's build
+// elsewhere); either may be hidden, and both show the real file.
+func programMounts(private []PrivateDir, path, real string) []Mount {
+	var ms []Mount
+	for _, target := range []string{path, real} {
+		if len(ms) > 0 && ms[0].Target == target {
+			continue
+		}
+		for _, d := range private {
+			if strings.HasPrefix(target, d.Path+"/") {
+				ms = append(ms, Mount{Source: real, Target: target, ReadOnly: true})
+				break
+			}
+		}
+	}
+	return ms
+}
+
 // unmountUnder detaches every mount point below dir, deepest first.
 func unmountUnder(dir string) error {
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,6 +66,16 @@ func (r *podRuntime) pullImage(ctx context.Context, pod *corev1.Pod, spec *corev
 	auth, err := imagepull.Authenticator(secrets, reg)
 	if err != nil {
 		return imagepull.Image{}, err
+	}
+	if auth == authn.Anonymous {
+		// Without the pod's credentials the node's own apply, as kubelet falls back to its config.
+		host, _, err := r.p.puller.Host(spec.Image)
+		if err != nil {
+			return imagepull.Image{}, err
+		}
+		if auth, err = imagepull.NodeAuthenticator(host, reg); err != nil {
+			return imagepull.Image{}, err
+		}
 	}
 	r.event(corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", spec.Image))
 	start := time.Now()

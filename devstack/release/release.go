@@ -41,7 +41,7 @@ type Tree struct {
 	Release
 	// Src is its checkout: module.Chart(Src), module.ValuesFile(Src), its examples.
 	Src string
-	// Bin holds the programs of its images (module.ImagePackages).
+	// Bin holds the programs of its images (those of module.ImagePackages it has).
 	Bin string
 }
 
@@ -78,7 +78,7 @@ func Prepare(ctx context.Context, repo string, r Release) (Tree, error) {
 	if err := checkout(ctx, repo, r.Commit, src); err != nil {
 		return Tree{}, fmt.Errorf("release %s: %w", r.Version, err)
 	}
-	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", filepath.Join(work, "bin") + "/"}, module.ImagePackages...)...)
+	build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", filepath.Join(work, "bin") + "/"}, packagesIn(src)...)...)
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		return Tree{}, fmt.Errorf("release %s: build its programs: %w\n%s", r.Version, err, out)
@@ -96,9 +96,21 @@ func Prepare(ctx context.Context, repo string, r Release) (Tree, error) {
 	return t, nil
 }
 
+// packagesIn are the module.ImagePackages the checkout at src has: a program added since the
+// release (container-disk, since 0.2.0) is not part of it.
+func packagesIn(src string) []string {
+	var out []string
+	for _, p := range module.ImagePackages {
+		if _, err := os.Stat(filepath.Join(src, p)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // done says whether every program of the release is built.
 func done(t Tree) bool {
-	for _, p := range module.ImagePackages {
+	for _, p := range packagesIn(t.Src) {
 		if _, err := os.Stat(filepath.Join(t.Bin, filepath.Base(p))); err != nil {
 			return false
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/d8virt/devstack/module"
 )
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -60,5 +62,27 @@ func TestPreviousIsAFullCommit(t *testing.T) {
 	}
 	if Previous.Version == "" || Previous.CoreExample == "" {
 		t.Fatalf("Previous %+v", Previous)
+	}
+}
+
+// TestPackagesIn: a release is built from the image packages its checkout has; one added since
+// (container-disk) is left out rather than failing the build.
+func TestPackagesIn(t *testing.T) {
+	src := t.TempDir()
+	var have []string
+	for _, p := range module.ImagePackages {
+		if p == "./kubevirt-core/cmd/container-disk" {
+			continue
+		}
+		have = append(have, p)
+		if err := os.MkdirAll(filepath.Join(src, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := packagesIn(src); strings.Join(got, " ") != strings.Join(have, " ") {
+		t.Errorf("packagesIn = %v, want %v", got, have)
+	}
+	if got := packagesIn(filepath.Join(src, "none")); len(got) != 0 {
+		t.Errorf("packagesIn of no checkout = %v", got)
 	}
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/module"
-	"github.com/d8virt/devstack/nodeagent"
 )
 
 // A stack that runs the module from the chart keeps this marker in its state directory, so that
@@ -138,19 +137,11 @@ func moduleUp(ctx context.Context, s *controlplane.Stack, binDir string, portBas
 	if err := s.Up(ctx); err != nil {
 		return err
 	}
-	store := nodeagent.DefaultImageStore()
-	if specs, err := markedNodes(s); err == nil {
-		for _, ns := range specs {
-			if ns.Name == names[0] {
-				store = ns.ImageStore
-			}
-		}
-	}
 	repoAbs, err := filepath.Abs(*repo)
 	if err != nil {
 		return err
 	}
-	o := module.Options{Stack: s, Repo: repoAbs, BinDir: abs, ImageStore: store, Nodes: names, Set: set, Log: os.Stderr}
+	o := module.Options{Stack: s, Repo: repoAbs, BinDir: abs, Nodes: names, Set: set, Log: os.Stderr}
 	start := time.Now()
 	if err := module.InstallMonitoringCRDs(ctx, o); err != nil {
 		return err

@@ -73,7 +73,6 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"featureGates={not-a-gate}", "/featureGates/0"},
 		{"nodePlacement.system.tolerations[0].operator=Maybe", "/nodePlacement/system/tolerations/0/operator"},
 		{"priorityClass.value=2000000000", "/priorityClass/value"},
-		{"containerDiskStore=container-disks", "/containerDiskStore"},
 		{"monitoring.scrapers[0].kind=ServiceAccount,monitoring.scrapers[0].name=prometheus", "/monitoring/scrapers/0"},
 		{"logLvel=debug", "logLvel"},
 	} {
@@ -106,8 +105,7 @@ func TestValuesReachTheObjects(t *testing.T) {
 	}
 	op := container(t, spec, "virt-operator")
 	for _, want := range []string{"--log-level=debug", "--log-format=text", "--image-prefix=registry.example.org/virt/",
-		"--image-tag=v0.2.0", "--image-pull-policy=Always", "--rewriter-image=registry.example.org/virt/kube-api-rewriter:v0.2.0",
-		"--container-disk-store=/srv/d8v/container-disks"} {
+		"--image-tag=v0.2.0", "--image-pull-policy=Always", "--rewriter-image=registry.example.org/virt/kube-api-rewriter:v0.2.0"} {
 		if !slices.Contains(op.Args, want) {
 			t.Errorf("virt-operator args %v lack %s", op.Args, want)
 		}

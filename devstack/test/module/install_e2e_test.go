@@ -58,6 +58,7 @@ type stack struct {
 	opts     module.Options
 	kube     kubernetes.Interface
 	kubevirt string // kubeconfig through the users' rewriter
+	guest    guest.Image
 }
 
 // start builds the binaries the images stand for and starts a private stack with one node and
@@ -74,7 +75,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		t.Fatalf("guest image: %v", err)
 	}
 	store := t.TempDir()
-	// examples/core-vm.yaml boots this image.
+	// The previous release's example VM boots this image from the node's image store.
 	if _, err := nodeagent.ImportImage(store, "tiny-guest", img.Disk); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt}
+	return &stack{s: c.Stack, c: c, opts: c.Module, kube: kube, kubevirt: c.Kubevirt, guest: img}
 }
 
 func mustConfig(t *testing.T, kubeconfig string) *rest.Config {
@@ -146,8 +147,11 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	switch {
 	case errors.Is(err, release.ErrNotInHistory):
 		t.Logf("the upgrade from the previous release is not tested here: %v", err)
-		t.Log("helm upgrade --install with devstack/chart-values/local.yaml")
+		t.Log("helm upgrade --install with devstack/chart-values/local.yaml; examples/core-vm.yaml boots the tiny guest pushed into DVCR (make image-import)")
 		st.install(t, ctx)
+		if _, err := module.PushContainerDisk(ctx, st.s, "tiny-guest", st.guest.Disk); err != nil {
+			t.Fatal(err)
+		}
 	case err != nil:
 		t.Fatal(err)
 	default:
@@ -178,6 +182,7 @@ func TestHelmInstallRunsAVM(t *testing.T) {
 	checkIPAM(t, st)
 	checkVirtualMachine(t, ctx, st)
 	checkImageImports(t, ctx, st)
+	checkVirtualMachineFromImage(t, ctx, st)
 
 	t.Log("helm uninstall leaves the KubeVirt resource, the VM and its VMI")
 	if err := module.Uninstall(ctx, st.opts); err != nil {

@@ -258,6 +258,7 @@ func TestNodeAgent(t *testing.T) {
 	t.Run("SharedNetwork", s.testSharedNetwork)
 	t.Run("RequestedAddress", s.testRequestedAddress)
 	t.Run("EnvVolumesToken", s.testEnvVolumesToken)
+	t.Run("ProgramInPrivateDir", s.testProgramInPrivateDir)
 	t.Run("ExitCodes", s.testExitCodes)
 	t.Run("Restarts", s.testRestarts)
 	t.Run("Deletion", s.testDeletion)

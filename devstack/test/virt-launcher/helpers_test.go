@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/kubevirt-core/pkg/containerdisk"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
@@ -113,7 +115,7 @@ exec "$@"
 
 // startLauncher starts virt-launcher for vmi in a Pod's sandbox and waits until it answers on
 // its socket.
-func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, store string, opts launchOpts) *launcherProc {
+func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, img guest.Image, opts launchOpts) *launcherProc {
 	t.Helper()
 	bin := launcherBinary(t)
 	if opts.netns == "" {
@@ -135,7 +137,7 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		"--grace-period-seconds", "75",
 		"--socket", l.socket,
 		"--state-dir", l.stateDir,
-		"--image-store", store,
+		"--container-disk-dir", imageStore(t, img),
 		"--termination-log", l.termLog,
 		"--emulation",
 		"--log-level=debug",
@@ -395,19 +397,31 @@ func testVMI(name string) *kubevirtv1.VirtualMachineInstance {
 	}
 }
 
-// imageStore lays the guest image out as a node's containerDisk store; a symlink keeps the built
-// image shared.
+// imageStore serves the guest image as the launcher Pod's containerDisk container would: on the
+// volume's socket in the returned directory (the launcher's --container-disk-dir), until the test
+// ends. One launcher's: a launcher removes the sockets when it ends, as its Pod's are its own.
 func imageStore(t *testing.T, img guest.Image) string {
 	t.Helper()
-	store := t.TempDir()
-	base := launcher.ImagePath(store, guestImage)
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+	dir := t.TempDir()
+	disk, err := os.Open(img.Disk)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(img.Disk, base); err != nil {
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: containerdisk.Socket(dir, "containerdisk"), Net: "unix"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return store
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- containerdisk.Serve(ctx, l, disk) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("containerDisk server: %v", err)
+		}
+		disk.Close()
+	})
+	return dir
 }
 
 // assertGone checks that neither the domain nor its QEMU outlives the Manager that ran it on

@@ -43,13 +43,12 @@ func TestLauncher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := imageStore(t, img)
 
-	t.Run("product mode", func(t *testing.T) { testProductMode(ctx, t, store) })
+	t.Run("product mode", func(t *testing.T) { testProductMode(ctx, t, img) })
 
 	t.Run("kill", func(t *testing.T) {
 		vmi := testVMI("kill")
-		l := startLauncher(ctx, t, vmi, store, launchOpts{})
+		l := startLauncher(ctx, t, vmi, img, launchOpts{})
 		w := l.watch(ctx, t)
 		l.sync(ctx, t, vmi)
 		w.until(t, "Running", func(st *launcherapi.DomainStatus) bool { return st.State == launcherapi.StateRunning })
@@ -71,7 +70,7 @@ func TestLauncher(t *testing.T) {
 
 	t.Run("QEMU killed", func(t *testing.T) {
 		vmi := testVMI("crash")
-		l := startLauncher(ctx, t, vmi, store, launchOpts{})
+		l := startLauncher(ctx, t, vmi, img, launchOpts{})
 		l.sync(ctx, t, vmi)
 		con := l.console(ctx, t)
 		if _, err := con.WaitFor(regexp.MustCompile(`\S`), 60*time.Second); err != nil {
@@ -106,9 +105,9 @@ func TestLauncher(t *testing.T) {
 
 // testProductMode shares one guest across the commands: it waits for the VMI, boots it on Sync,
 // refuses freeze without an agent, pauses and resumes it, soft-reboots it, and shuts it down.
-func testProductMode(ctx context.Context, t *testing.T, store string) {
+func testProductMode(ctx context.Context, t *testing.T, img guest.Image) {
 	vmi := testVMI("product")
-	l := startLauncher(ctx, t, vmi, store, launchOpts{})
+	l := startLauncher(ctx, t, vmi, img, launchOpts{})
 	name := converter.DomainName(vmi)
 
 	// Until virt-handler's Sync, there is nothing but the socket.
@@ -285,10 +284,9 @@ func TestOwnLibvirtd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := imageStore(t, img)
 
 	vmi := testVMI("own")
-	l := startLauncher(ctx, t, vmi, store, launchOpts{})
+	l := startLauncher(ctx, t, vmi, img, launchOpts{})
 	w := l.watch(ctx, t)
 	l.sync(ctx, t, vmi)
 	w.until(t, "Running", func(st *launcherapi.DomainStatus) bool { return st.State == launcherapi.StateRunning })

@@ -29,7 +29,6 @@ func TestManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	img, d := guesttest.Setup(ctx, t, "launcher-test")
-	store := imageStore(t, img)
 	conn, err := libvirt.NewConnect(d.URI)
 	if err != nil {
 		t.Fatalf("connect %s: %v", d.URI, err)
@@ -39,11 +38,11 @@ func TestManager(t *testing.T) {
 	newManager := func(t *testing.T) (*launcher.Manager, string) {
 		state := t.TempDir()
 		m, err := launcher.New(launcher.Config{
-			LibvirtURI: d.URI,
-			StateDir:   state,
-			ImageStore: store,
-			Emulation:  true,
-			Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			LibvirtURI:       d.URI,
+			StateDir:         state,
+			ContainerDiskDir: imageStore(t, img),
+			Emulation:        true,
+			Logger:           slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -40,7 +40,6 @@ func TestPodNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := imageStore(t, img)
 	pod, hostIP, podIP := podNamespace(t)
 
 	// What the guest reaches out to: a listener on this host's end of the veth.
@@ -89,7 +88,7 @@ echo from-guest | nc %[1]s %[2]d
 		t.Fatal(err)
 	}
 	start := time.Now()
-	l := startLauncher(ctx, t, vmi, store, launchOpts{netns: pod.NetNS, resolvConf: resolv})
+	l := startLauncher(ctx, t, vmi, img, launchOpts{netns: pod.NetNS, resolvConf: resolv})
 	w := l.watch(ctx, t)
 	st := l.sync(ctx, t, vmi)
 	if want := []launcherapi.Interface{{Name: "default", MAC: mac.String()}}; fmt.Sprint(st.Interfaces) != fmt.Sprint(want) {

@@ -35,7 +35,6 @@ func TestVolumeTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := imageStore(t, img)
 
 	// The Pod's volumes: kubevirt-private with the config volumes' files and the ephemeral
 	// claim's mount, the service account's token, and the hotplug emptyDir.
@@ -101,7 +100,7 @@ func TestVolumeTypes(t *testing.T) {
 		kubevirtv1.Volume{Name: "unused", VolumeSource: kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "other"}}}})
 
-	l := startLauncher(ctx, t, vmi, store, launchOpts{mounts: map[string]string{
+	l := startLauncher(ctx, t, vmi, img, launchOpts{mounts: map[string]string{
 		private:  launcherapi.PrivateDir,
 		token:    launcherapi.ServiceAccountSourceDir,
 		hotDisks: hotplug.DisksDir,

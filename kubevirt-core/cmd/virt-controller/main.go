@@ -40,7 +40,6 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "/healthz and /readyz")
 	flag.StringVar(&launcher.Image, "launcher-image", "virt-launcher:latest", "image of the compute container of virt-launcher Pods")
 	flag.BoolVar(&launcher.Emulation, "use-emulation", false, "run guests under TCG (nodes without working KVM)")
-	flag.StringVar(&launcher.ContainerDiskStore, "container-disk-store", "/var/lib/kubevirt/container-disks", "node directory with the containerDisk base images, mounted read-only into launcher Pods")
 	launcher.Log = logopts.Default()
 	// Its own log options, which it passes on to the launchers.
 	launcher.Log.Bind(flag.CommandLine)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/d8virt/kubevirt-core/pkg/containerdisk"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
@@ -42,7 +43,7 @@ type options struct {
 	grace                int64
 	socket               string
 	stateDir             string
-	imageStore           string
+	containerDiskDir     string
 	volumeMountDir       string
 	termLog              string
 	emulation            bool
@@ -60,7 +61,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.grace, "grace-period-seconds", 45, "the launcher's grace period: the guest's plus 15 s")
 	fs.StringVar(&o.socket, "socket", filepath.Join(launcherapi.SocketsDir, launcherapi.SocketName), "unix socket for virt-handler's commands")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the VMI's disks, ISO and sockets (default "+launcherapi.PrivateDir+"/<uid>)")
-	fs.StringVar(&o.imageStore, "image-store", "", "directory with containerDisk base images, <store>/<escaped image>/disk.qcow2")
+	fs.StringVar(&o.containerDiskDir, "container-disk-dir", containerdisk.Dir, "the sockets of the Pod's containerDisk containers, <dir>/<volume>.sock")
 	fs.StringVar(&o.volumeMountDir, "volume-mount-dir", launcher.DefaultVolumeMountDir, "directory with PVC volumes as <volume>/disk.img")
 	fs.StringVar(&o.termLog, "termination-log", launcher.DefaultTerminationLog, "file for the termination message; empty to skip")
 	fs.BoolVar(&o.emulation, "emulation", false, "force TCG even when /dev/kvm exists")
@@ -144,12 +145,12 @@ func serve(o *options, log *slog.Logger) launcher.Result {
 	}
 	defer d.Stop()
 	mgr, err := launcher.New(launcher.Config{
-		LibvirtURI:     libvirtd.URI,
-		StateDir:       o.stateDir,
-		ImageStore:     o.imageStore,
-		VolumeMountDir: o.volumeMountDir,
-		Emulation:      o.emulation,
-		Logger:         log,
+		LibvirtURI:       libvirtd.URI,
+		StateDir:         o.stateDir,
+		VolumeMountDir:   o.volumeMountDir,
+		ContainerDiskDir: o.containerDiskDir,
+		Emulation:        o.emulation,
+		Logger:           log,
 	})
 	if err != nil {
 		return failed(err)

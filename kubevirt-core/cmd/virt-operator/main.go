@@ -51,7 +51,6 @@ func main() {
 	own.StringVar(&o.cfg.RewriterImage, "rewriter-image", "", "image of the kube-api-rewriter sidecars; empty means <prefix>kube-api-rewriter:<tag>")
 	own.StringVar(&o.cfg.KubeRBACProxyImage, "kube-rbac-proxy-image", "", "image of the kube-rbac-proxy in front of every metrics port; empty means <prefix>kube-rbac-proxy:<tag>")
 	own.StringVar(&o.pullPolicy, "image-pull-policy", string(o.cfg.ImagePullPolicy), "pull policy of the components' images (spec.imagePullPolicy overrides)")
-	own.StringVar(&o.cfg.ContainerDiskStore, "container-disk-store", o.cfg.ContainerDiskStore, "node directory with the containerDisk base images, for virt-controller")
 	own.StringVar(&o.cfg.HostMountNamespace, "host-mount-namespace", o.cfg.HostMountNamespace, "virt-handler's --host-mount-namespace: the node's mount namespace for hotplugged volumes, or \"parent\"")
 	// The operator's log options, passed on to everything it installs.
 	o.cfg.Log.Bind(own)

@@ -266,7 +266,6 @@ func (in Install) controllerDeployment(c Certs) *appsv1.Deployment {
 			"--leader-elect=true",
 			"--leader-election-namespace=" + in.Namespace,
 			"--launcher-image=" + in.Images.Launcher,
-			"--container-disk-store=" + in.ContainerDiskStore,
 			"--metrics-bind-address=" + metricsAddr,
 			"--health-probe-bind-address=:" + strconv.Itoa(probePort),
 		},

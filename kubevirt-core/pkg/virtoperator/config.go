@@ -33,8 +33,6 @@ type Config struct {
 	KubeRBACProxyImage string
 	// ImagePullPolicy applies when the KubeVirt does not set one.
 	ImagePullPolicy corev1.PullPolicy
-	// ContainerDiskStore is the node directory with containerDisk base images, for virt-controller.
-	ContainerDiskStore string
 	// HostMountNamespace is virt-handler's --host-mount-namespace: where it bind-mounts
 	// hotplugged volumes (hotplug.NewNodeMounter).
 	HostMountNamespace string
@@ -54,7 +52,6 @@ func DefaultConfig() Config {
 	return Config{
 		ImageTag:           "latest",
 		ImagePullPolicy:    corev1.PullIfNotPresent,
-		ContainerDiskStore: "/var/lib/kubevirt/container-disks",
 		HostMountNamespace: hotplug.DefaultHostMountNamespace,
 		Replicas:           2,
 		OperatorVersion:    "devel",
@@ -84,7 +81,6 @@ type Install struct {
 	// PullPolicy and PullSecrets apply to every pod.
 	PullPolicy         corev1.PullPolicy
 	PullSecrets        []corev1.LocalObjectReference
-	ContainerDiskStore string
 	HostMountNamespace string
 	// Replicas of virt-api and virt-controller.
 	Replicas int32
@@ -126,7 +122,6 @@ func NewInstall(kv *kubevirtv1.KubeVirt, cfg Config) Install {
 		},
 		PullPolicy:         cfg.ImagePullPolicy,
 		PullSecrets:        kv.Spec.ImagePullSecrets,
-		ContainerDiskStore: cfg.ContainerDiskStore,
 		HostMountNamespace: cfg.HostMountNamespace,
 		Replicas:           cfg.Replicas,
 		Certificates:       cfg.Certificates,
@@ -197,8 +192,8 @@ func (in Install) DeploymentConfig() (config, id string) {
 	props := map[string]string{
 		"apiImage": in.Images.API, "controllerImage": in.Images.Controller, "handlerImage": in.Images.Handler,
 		"launcherImage": in.Images.Launcher, "rewriterImage": in.Images.Rewriter, "kubeRBACProxyImage": in.Images.KubeRBACProxy,
-		"imagePullPolicy": string(in.PullPolicy), "containerDiskStore": in.ContainerDiskStore,
-		"useEmulation": strconv.FormatBool(in.Emulation),
+		"imagePullPolicy": string(in.PullPolicy),
+		"useEmulation":    strconv.FormatBool(in.Emulation),
 	}
 	for k, v := range map[string]any{"replicas": in.Replicas, "pullSecrets": in.PullSecrets, "infra": in.Infra, "workloads": in.Workloads} {
 		b, _ := json.Marshal(v)

@@ -55,7 +55,7 @@ func TestWorkloads(t *testing.T) {
 			kind: "Deployment", name: ControllerName, account: ControllerServiceAccount,
 			args: []string{"--kubeconfig=/etc/virt-controller/kubeconfig/kubeconfig", "--leader-elect=true",
 				"--leader-election-namespace=kv-ns", "--launcher-image=d8v.local/virt-launcher:dev",
-				"--container-disk-store=/var/lib/kubevirt/container-disks", "--metrics-bind-address=127.0.0.1:8080",
+				"--metrics-bind-address=127.0.0.1:8080",
 				"--health-probe-bind-address=:8081"},
 			rewriterArgs: []string{"--api-listen=127.0.0.1:23915"},
 		},

@@ -24,8 +24,8 @@ import (
 
 	"github.com/d8virt/devstack/controlplane"
 	"github.com/d8virt/devstack/guest"
+	"github.com/d8virt/devstack/module"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/nodeagent"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -35,8 +35,11 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, stopShared)
 }
 
-// guestImage is the containerDisk reference the tests' VMs boot.
-const guestImage = "d8v.local/tiny-guest:e2e"
+// guestImage is the containerDisk reference the tests' VMs boot: the tiny guest, pushed into the
+// module's DVCR (module.PushContainerDisk) under a name of this package's own.
+const guestImage = module.DVCRPullHost + "/" + module.LocalImages + "/" + guestImageName + ":latest"
+
+const guestImageName = "tiny-guest-e2e"
 
 // cluster is the local cluster with the module the tests share.
 type cluster struct {
@@ -96,7 +99,7 @@ func startShared(t testing.TB) (*moduletest.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := nodeagent.ImportImage(c.ImageStore, guestImage, img.Disk); err != nil {
+	if _, err := module.PushContainerDisk(ctx, c.Stack, guestImageName, img.Disk); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
 	fmt.Fprintf(os.Stderr, "e2e: the cluster with the module is up after %s\n", time.Since(start).Round(time.Second))

@@ -52,6 +52,7 @@ func TestVMNodeCases(t *testing.T) {
 		{"Restart", testRestart},
 		{"RerunOnFailure", testRerunOnFailure},
 		{"Disks", testDisks},
+		{"ContainerDisk", testContainerDisk},
 		{"VolumeTypes", testVolumeTypes},
 		{"NodeLabels", testNodeLabels},
 		{"VNC", testVNC},

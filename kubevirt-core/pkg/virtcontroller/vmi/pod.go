@@ -175,9 +175,6 @@ func launcherNodeSelector(vmi *kubevirtv1.VirtualMachineInstance) map[string]str
 type LauncherConfig struct {
 	// Image is the image of the compute container.
 	Image string
-	// ContainerDiskStore is the node directory with the containerDisk base images, one directory
-	// per image reference (see the launcher's ImagePath). The launcher reads it read-only.
-	ContainerDiskStore string
 	// Emulation makes every launcher run its guest under TCG, for nodes without working KVM
 	// (KubeVirt's developerConfiguration.useEmulation).
 	Emulation bool
@@ -190,8 +187,6 @@ type LauncherConfig struct {
 const (
 	publicVolume       = "public"
 	publicDir          = "/var/run/kubevirt"
-	containerDisksVol  = "container-disks"
-	containerDisksDir  = "/var/run/kubevirt/container-disks"
 	pvcMountDir        = "/var/run/kubevirt-private/vmi-disks"
 	launcherSocketsVol = launcherapi.SocketsVolume
 )
@@ -206,28 +201,16 @@ func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		"--uid", string(vmi.UID),
 		"--grace-period-seconds", strconv.FormatInt(launcherpod.GracePeriodSeconds(vmi)+launcherpod.GracePadding, 10),
 	}
-	if hasContainerDisk(vmi) {
-		cmd = append(cmd, "--image-store", containerDisksDir)
-	}
 	if cfg.Emulation {
 		cmd = append(cmd, "--emulation")
 	}
 	return append(cmd, cfg.Log.Args()...)
 }
 
-func hasContainerDisk(vmi *kubevirtv1.VirtualMachineInstance) bool {
-	for _, v := range vmi.Spec.Volumes {
-		if v.ContainerDisk != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // launcherVolumes are the Pod's volumes and the compute container's mounts: the launcher's state
-// and sockets as emptyDirs, the containerDisk store read-only, and one mount per PVC under
+// and sockets as emptyDirs, the containerDisks' sockets, and one mount per PVC under
 // the directory the launcher looks for <volume>/disk.img in.
-func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) ([]corev1.Volume, []corev1.VolumeMount) {
+func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volume, []corev1.VolumeMount) {
 	empty := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
@@ -237,13 +220,8 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		{Name: publicVolume, MountPath: publicDir},
 		{Name: launcherSocketsVol, MountPath: launcherapi.SocketsDir},
 	}
-	if hasContainerDisk(vmi) && cfg.ContainerDiskStore != "" {
-		dir := corev1.HostPathDirectory
-		vols = append(vols, corev1.Volume{Name: containerDisksVol, VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: cfg.ContainerDiskStore, Type: &dir},
-		}})
-		mounts = append(mounts, corev1.VolumeMount{Name: containerDisksVol, MountPath: containerDisksDir, ReadOnly: true})
-	}
+	cdVols, cdMounts := containerDiskVolumes(vmi)
+	vols, mounts = append(vols, cdVols...), append(mounts, cdMounts...)
 	// virt-handler mounts hotplugged volumes into this emptyDir on the node while the Pod runs;
 	// only HostToContainer propagation lets the compute container see them.
 	hostToContainer := corev1.MountPropagationHostToContainer
@@ -277,7 +255,8 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) *corev1.Pod {
 	// The Pod must share nothing with the caller's VMI (tolerations, affinity, ...).
 	vmi = vmi.DeepCopy()
-	vols, mounts := launcherVolumes(vmi, cfg)
+	vols, mounts := launcherVolumes(vmi)
+	initContainers, diskContainers := containerDiskContainers(vmi, cfg)
 	grace := launcherpod.GracePeriodSeconds(vmi) + 2*launcherpod.GracePadding
 	no := false
 	// The launcher itself never talks to the apiserver: only a serviceAccount volume, whose token
@@ -293,7 +272,8 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vmi, kubevirtv1.VirtualMachineInstanceGroupVersionKind)},
 		},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
+			InitContainers: initContainers,
+			Containers: append([]corev1.Container{{
 				Name:            launcherpod.ComputeContainer,
 				Image:           cfg.Image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
@@ -305,7 +285,8 @@ func NewLauncherPod(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig) 
 					Name:      "POD_NAME",
 					ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
 				}},
-			}},
+			}}, diskContainers...),
+			ImagePullSecrets: imagePullSecrets(vmi),
 			// virt-handler flips this gate when the guest is paused, so a paused VM's Pod is not
 			// Ready and drops out of its Services.
 			Volumes:                       vols,

@@ -166,23 +166,23 @@ func TestHostname(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestLauncherVolumes(t *testing.T) {
-	cfg := LauncherConfig{Image: "img", ContainerDiskStore: "/store"}
+	cfg := LauncherConfig{Image: "img"}
 	cases := []struct {
 		name       string
 		volumes    []kubevirtv1.Volume
 		wantMounts map[string]string // volume -> mount path
-		imageStore bool
+		wantVols   int               // Pod volumes without a mount in the compute container
 	}{
 		{
 			name:       "state and sockets only",
 			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets"},
 		},
 		{
-			name:    "containerDisk mounts the store read-only and tells the launcher",
+			name:    "containerDisk: its sockets, and the binary's share for the other containers",
 			volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "disk:1"}}}},
 			wantMounts: map[string]string{"private": "/var/run/kubevirt-private", "public": "/var/run/kubevirt", "sockets": "/var/run/kubevirt/sockets",
 				"container-disks": "/var/run/kubevirt/container-disks"},
-			imageStore: true,
+			wantVols: 1,
 		},
 		{
 			name: "PVC under the launcher's volume dir",
@@ -209,9 +209,6 @@ func TestLauncherVolumes(t *testing.T) {
 			got := map[string]string{}
 			for _, m := range pod.Spec.Containers[0].VolumeMounts {
 				got[m.Name] = m.MountPath
-				if m.Name == "container-disks" && !m.ReadOnly {
-					t.Error("container disk store mounted writable")
-				}
 				if m.Name == "hotplug-disks" && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
 					t.Errorf("hotplug-disks propagation %v, want HostToContainer", m.MountPropagation)
 				}
@@ -219,20 +216,83 @@ func TestLauncherVolumes(t *testing.T) {
 			if !maps.Equal(got, c.wantMounts) {
 				t.Errorf("mounts = %v, want %v", got, c.wantMounts)
 			}
-			if len(pod.Spec.Volumes) != len(c.wantMounts) {
+			if len(pod.Spec.Volumes) != len(c.wantMounts)+c.wantVols {
 				t.Errorf("%d volumes for %d mounts", len(pod.Spec.Volumes), len(c.wantMounts))
 			}
 			for _, v := range pod.Spec.Volumes {
-				if v.Name == "container-disks" && (v.HostPath == nil || v.HostPath.Path != "/store") {
-					t.Errorf("store volume = %+v", v.VolumeSource)
+				if v.Name == "container-disks" && v.EmptyDir == nil {
+					t.Errorf("container-disks volume = %+v", v.VolumeSource)
 				}
 				if v.Name == "data" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "pvc-1") {
 					t.Errorf("PVC volume = %+v", v.VolumeSource)
 				}
 			}
-			if has := slices.Contains(pod.Spec.Containers[0].Command, "--image-store"); has != c.imageStore {
-				t.Errorf("command %v: --image-store present = %v", pod.Spec.Containers[0].Command, has)
-			}
 		})
+	}
+}
+
+// TestContainerDiskContainers: as KubeVirt, an init container copies container-disk from the
+// launcher image, and each containerDisk volume gets a container of its image that serves the
+// disk on its socket; the pull secrets go to the Pod, each once.
+func TestContainerDiskContainers(t *testing.T) {
+	cd := func(name, image, secret, path string) kubevirtv1.Volume {
+		return kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{
+			Image: image, ImagePullSecret: secret, Path: path, ImagePullPolicy: corev1.PullAlways}}}
+	}
+	vmi := newVMI(func(v *kubevirtv1.VirtualMachineInstance) {
+		v.Spec.Volumes = []kubevirtv1.Volume{
+			cd("root", "dvcr.example/cvi/os:latest", "dvcr-pull", ""),
+			{Name: "data", VolumeSource: kubevirtv1.VolumeSource{EmptyDisk: &kubevirtv1.EmptyDiskSource{Capacity: resource.MustParse("1Gi")}}},
+			cd("iso", "dvcr.example/vi/ns/iso:latest", "dvcr-pull", "/disk/os.iso"),
+			cd("other", "registry.example/tools:1", "other-pull", ""),
+		}
+	})
+	pod := NewLauncherPod(vmi, LauncherConfig{Image: "launcher:1"})
+	if got := pod.Spec.Containers[0].Name; got != "compute" {
+		t.Fatalf("first container %q, want compute", got)
+	}
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("init containers %+v", pod.Spec.InitContainers)
+	}
+	init := pod.Spec.InitContainers[0]
+	if init.Name != "container-disk-binary" || init.Image != "launcher:1" ||
+		!slices.Equal(init.Command, []string{"container-disk", "--copy-to", "/var/run/kubevirt-bin/container-disk"}) {
+		t.Errorf("init container %+v", init)
+	}
+	want := []struct {
+		name, image string
+		cmd         []string
+	}{
+		{"volumeroot", "dvcr.example/cvi/os:latest", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/root.sock"}},
+		{"volumeiso", "dvcr.example/vi/ns/iso:latest", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/iso.sock", "--disk-path", "/disk/os.iso"}},
+		{"volumeother", "registry.example/tools:1", []string{"/var/run/kubevirt-bin/container-disk", "--socket", "/var/run/kubevirt/container-disks/other.sock"}},
+	}
+	disks := pod.Spec.Containers[1:]
+	if len(disks) != len(want) {
+		t.Fatalf("%d containerDisk containers, want %d", len(disks), len(want))
+	}
+	for i, w := range want {
+		c := disks[i]
+		if c.Name != w.name || c.Image != w.image || c.ImagePullPolicy != corev1.PullAlways || !slices.Equal(c.Command[:len(w.cmd)], w.cmd) {
+			t.Errorf("container %d = %s %s %s %v, want %+v", i, c.Name, c.Image, c.ImagePullPolicy, c.Command, w)
+		}
+		mounts := map[string]bool{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name+":"+m.MountPath] = m.ReadOnly
+		}
+		if ro, ok := mounts["container-disks:/var/run/kubevirt/container-disks"]; !ok || ro {
+			t.Errorf("container %s mounts %v: want container-disks writable", c.Name, mounts)
+		}
+		if ro, ok := mounts["virt-bin-share-dir:/var/run/kubevirt-bin"]; !ok || !ro {
+			t.Errorf("container %s mounts %v: want the binary read-only", c.Name, mounts)
+		}
+	}
+	if got := pod.Spec.ImagePullSecrets; !slices.Equal(got, []corev1.LocalObjectReference{{Name: "dvcr-pull"}, {Name: "other-pull"}}) {
+		t.Errorf("imagePullSecrets %v", got)
+	}
+	// Without a containerDisk: neither the init container nor the volumes.
+	plain := NewLauncherPod(newVMI(), LauncherConfig{Image: "launcher:1"})
+	if len(plain.Spec.InitContainers) != 0 || len(plain.Spec.Containers) != 1 || plain.Spec.ImagePullSecrets != nil {
+		t.Errorf("a VMI without containerDisks: %+v", plain.Spec)
 	}
 }

@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"log/slog"
-	"net/url"
 	"path/filepath"
 
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
@@ -18,8 +17,9 @@ type Config struct {
 	LibvirtURI string
 	// StateDir receives the VMI's disks, ISO and sockets. It must be visible to libvirtd and QEMU.
 	StateDir string
-	// ImageStore maps containerDisk images to base images: ImagePath(ImageStore, image).
-	ImageStore string
+	// ContainerDiskDir holds the sockets of the Pod's containerDisk containers
+	// (containerdisk.Socket). Default containerdisk.Dir.
+	ContainerDiskDir string
 	// VolumeMountDir holds PVC volumes as <dir>/<volume>/disk.img. Default DefaultVolumeMountDir.
 	VolumeMountDir string
 	// Emulation forces TCG; without it TCG is used only when /dev/kvm is missing.
@@ -41,10 +41,3 @@ func VNCSocket(stateDir string) string { return filepath.Join(stateDir, launcher
 
 // SerialLog holds everything the guest printed on its serial console.
 func SerialLog(stateDir string) string { return filepath.Join(stateDir, "serial.log") }
-
-// ImagePath is the base image of a containerDisk image in the image store: the reference is
-// path-escaped into one directory name, so references with registries, tags and digests map
-// unambiguously.
-func ImagePath(store, image string) string {
-	return filepath.Join(store, url.PathEscape(image), "disk.qcow2")
-}

@@ -24,6 +24,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"libvirt.org/go/libvirt"
 
+	"github.com/d8virt/kubevirt-core/pkg/containerdisk"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/feed"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/guestagent"
@@ -89,6 +90,8 @@ type Manager struct {
 	podNIC string
 	// mig is the live migration into or out of this launcher, nil without one (migration.go).
 	mig *migration
+	// cdisks are the base images of the containerDisks (containerdisks.go).
+	cdisks *containerDisks
 	// hp is the hotplugged disks of the domain (hotplug.go).
 	hp hotplugState
 	// agentPoller reads the guest agent while the domain loop runs (guestagent.go).
@@ -119,7 +122,12 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to libvirt %s: %w", cfg.LibvirtURI, err)
 	}
+	cdDir := cfg.ContainerDiskDir
+	if cdDir == "" {
+		cdDir = containerdisk.Dir
+	}
 	m := &Manager{
+		cdisks:     newContainerDisks(cdDir),
 		cfg:        cfg,
 		log:        log,
 		conn:       conn,
@@ -226,8 +234,10 @@ func (m *Manager) Close() {
 		m.finish(Result{Reason: ReasonError, Message: "the launcher closed while the guest was running", ExitCode: ExitError}, nil)
 	}
 	m.closeMigration()
-	// Only now that QEMU is gone: the guest's NIC must not lose its tap while it runs.
+	// Only now that QEMU is gone: the guest's NIC must not lose its tap while it runs, nor its
+	// disks their base images.
 	m.teardownNetwork()
+	m.cdisks.close(m.log)
 	m.feed.Close()
 	m.unsubscribe()
 	if err := m.conn.UnregisterCloseCallback(); err != nil {

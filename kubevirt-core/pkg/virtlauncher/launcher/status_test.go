@@ -125,10 +125,3 @@ func TestDomainDevices(t *testing.T) {
 		t.Error("broken XML: no error")
 	}
 }
-
-func TestImagePath(t *testing.T) {
-	got := ImagePath("/store", "registry.local:5000/d8v/tiny:latest")
-	if want := "/store/registry.local:5000%2Fd8v%2Ftiny:latest/disk.qcow2"; got != want {
-		t.Fatalf("ImagePath = %q, want %q", got, want)
-	}
-}

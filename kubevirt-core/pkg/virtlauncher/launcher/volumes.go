@@ -61,7 +61,7 @@ func checkBlockDevice(path string) error {
 // prepareVolumes creates what each volume needs on disk and returns the file of each.
 // Errors about the VMI's own fields are InvalidVMIErrors; a missing image or PVC file is not, as it
 // may still appear.
-func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMachineInstance, log *slog.Logger) (map[string]string, error) {
+func prepareVolumes(ctx context.Context, cfg Config, cdisks *containerDisks, vmi *kubevirtv1.VirtualMachineInstance, log *slog.Logger) (map[string]string, error) {
 	mountDir := cfg.VolumeMountDir
 	if mountDir == "" {
 		mountDir = DefaultVolumeMountDir
@@ -95,18 +95,19 @@ func prepareVolumes(ctx context.Context, cfg Config, vmi *kubevirtv1.VirtualMach
 				return nil, err
 			}
 		case v.ContainerDisk != nil:
-			if cfg.ImageStore == "" {
-				return nil, fmt.Errorf("%s.containerDisk: no image store configured", field)
+			base, err := cdisks.path(ctx, v.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s.containerDisk.image %q: %w", field, v.ContainerDisk.Image, err)
 			}
-			base := ImagePath(cfg.ImageStore, v.ContainerDisk.Image)
-			if _, err := os.Stat(base); err != nil {
-				return nil, fmt.Errorf("%s.containerDisk.image %q: not in the image store: %w", field, v.ContainerDisk.Image, err)
+			format, err := imageFormat(ctx, base)
+			if err != nil {
+				return nil, fmt.Errorf("%s.containerDisk.image %q: %w", field, v.ContainerDisk.Image, err)
 			}
 			// A fresh overlay each run: containerDisks are ephemeral and the base stays pristine,
-			// shared by every VMI that uses the image.
+			// read-only in its container.
 			path = filepath.Join(cfg.StateDir, "disk-"+v.Name+".qcow2")
 			os.Remove(path)
-			if err := qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, path); err != nil {
+			if err := qemuImg(ctx, "create", "-q", "-f", "qcow2", "-F", format, "-b", base, path); err != nil {
 				return nil, fmt.Errorf("%s.containerDisk: overlay: %w", field, err)
 			}
 		case v.EmptyDisk != nil:
