@@ -129,6 +129,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	}
 	_ = con.Close()
 	checkVMStatus(t, st, kc)
+	checkDiscoveryClass(t, st, kc)
 	checkVirtualizationAPI(t, ctx, st, "module-e2e")
 	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
 	checkVMOPMetric(t, ctx, st, "module-e2e")

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -92,6 +93,17 @@ func TestBuild(t *testing.T) {
 		{name: "model with features", class: class(v1alpha2.CPU{Type: v1alpha2.CPUTypeModel, Model: "Nehalem", Features: []string{"avx"}}), check: func(t *testing.T, out *kubevirtv1.VirtualMachine) {
 			c := out.Spec.Template.Spec.Domain.CPU
 			if c.Model != "Nehalem" || len(c.Features) != 1 || c.Features[0] != (kubevirtv1.CPUFeature{Name: "avx", Policy: "require"}) {
+				t.Errorf("cpu %+v", c)
+			}
+		}},
+		{name: "discovered features", class: func() *v1alpha3.VirtualMachineClass {
+			c := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeDiscovery})
+			c.Status.CPUFeatures.Enabled = []string{"sse4.2", "vmx"}
+			return c
+		}(), check: func(t *testing.T, out *kubevirtv1.VirtualMachine) {
+			c := out.Spec.Template.Spec.Domain.CPU
+			want := []kubevirtv1.CPUFeature{{Name: "sse4.2", Policy: "require"}, {Name: "vmx", Policy: "require"}}
+			if c.Model != "kvm64" || !equality.Semantic.DeepEqual(c.Features, want) {
 				t.Errorf("cpu %+v", c)
 			}
 		}},

@@ -209,14 +209,10 @@ func (r *Reconciler) readClass(ctx context.Context, in *StatusInputs) error {
 		return nil
 	}
 	class, err := kubeget.Optional(ctx, r.client, types.NamespacedName{Name: name}, &v1alpha3.VirtualMachineClass{})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case class == nil:
-		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s not found", name)
-	case class.DeletionTimestamp != nil:
-		in.ClassProblem = fmt.Sprintf("VirtualMachineClass %s is being deleted", class.Name)
-	default:
+	}
+	if in.ClassProblem = ClassProblem(name, class); in.ClassProblem == "" {
 		in.Class = class
 	}
 	return nil

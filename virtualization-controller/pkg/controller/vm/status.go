@@ -11,6 +11,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmclasscondition"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
 	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
 	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
@@ -326,6 +327,25 @@ func MigratableCondition(vmi *kubevirtv1.VirtualMachineInstance) *metav1.Conditi
 			Reason: string(vmcondition.ReasonNotMigratable), Message: msg}
 	}
 	return nil
+}
+
+// ClassProblem is why the VM cannot use its class name (nil: not found), or "": a class being
+// deleted, or a Discovery class that has not found its processor features (its machines would
+// get the bare baseline model).
+func ClassProblem(name string, class *v1alpha3.VirtualMachineClass) string {
+	switch {
+	case class == nil:
+		return fmt.Sprintf("VirtualMachineClass %s not found", name)
+	case class.DeletionTimestamp != nil:
+		return fmt.Sprintf("VirtualMachineClass %s is being deleted", name)
+	case class.Spec.CPU.Type == v1alpha2.CPUTypeDiscovery && !meta.IsStatusConditionTrue(class.Status.Conditions, string(vmclasscondition.TypeDiscovered)):
+		msg := fmt.Sprintf("VirtualMachineClass %s has not discovered its processor features yet", name)
+		if c := meta.FindStatusCondition(class.Status.Conditions, string(vmclasscondition.TypeDiscovered)); c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		return msg
+	}
+	return ""
 }
 
 // SizingCondition is SizingPolicyMatched False with the ways the VM breaks its class's sizing

@@ -11,6 +11,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmclasscondition"
 	"github.com/d8virt/api/core/v1alpha2/vmcondition"
 	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
 	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
@@ -202,6 +203,36 @@ func TestVersions(t *testing.T) {
 		in := &StatusInputs{VM: vm, Internal: &kubevirtv1.VirtualMachine{}, VMI: tc.vmi, Now: at(0)}
 		if got := Status(in).Versions; got != tc.want {
 			t.Errorf("%s: versions %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestClassProblem(t *testing.T) {
+	now := metav1.Now()
+	class := func(cpu v1alpha2.CPUType, deleted bool, discovered ...metav1.Condition) *v1alpha3.VirtualMachineClass {
+		c := &v1alpha3.VirtualMachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c"},
+			Spec: v1alpha3.VirtualMachineClassSpec{CPU: v1alpha2.CPU{Type: cpu}}, Status: v1alpha2.VirtualMachineClassStatus{Conditions: discovered}}
+		if deleted {
+			c.DeletionTimestamp = &now
+		}
+		return c
+	}
+	found := metav1.Condition{Type: string(vmclasscondition.TypeDiscovered), Status: metav1.ConditionTrue, Reason: "DiscoverySucceeded"}
+	failed := metav1.Condition{Type: string(vmclasscondition.TypeDiscovered), Status: metav1.ConditionFalse, Reason: "DiscoveryFailed", Message: "no node"}
+	for _, tc := range []struct {
+		name  string
+		class *v1alpha3.VirtualMachineClass
+		want  string
+	}{
+		{"ready", class(v1alpha2.CPUTypeHost, false), ""},
+		{"not found", nil, "VirtualMachineClass c not found"},
+		{"being deleted", class(v1alpha2.CPUTypeHost, true), "VirtualMachineClass c is being deleted"},
+		{"discovered", class(v1alpha2.CPUTypeDiscovery, false, found), ""},
+		{"discovery failed", class(v1alpha2.CPUTypeDiscovery, false, failed), "VirtualMachineClass c has not discovered its processor features yet: no node"},
+		{"discovery not run", class(v1alpha2.CPUTypeDiscovery, false), "VirtualMachineClass c has not discovered its processor features yet"},
+	} {
+		if got := ClassProblem("c", tc.class); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

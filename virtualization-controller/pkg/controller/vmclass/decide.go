@@ -24,22 +24,31 @@ import (
 // Finalizer keeps a class while VirtualMachines use it.
 const Finalizer = "virtualization.deckhouse.io/vmclass-cleanup"
 
-// AvailableNodes are the names of the nodes the class's machines can run on, sorted: those its
-// node selector matches whose NoSchedule and NoExecute taints its tolerations tolerate.
-func AvailableNodes(class *v1alpha3.VirtualMachineClass, nodes []corev1.Node) ([]string, error) {
+// AvailableNodes are the nodes the class's machines can run on, sorted by name: those its node
+// selector matches whose NoSchedule and NoExecute taints its tolerations tolerate.
+func AvailableNodes(class *v1alpha3.VirtualMachineClass, nodes []corev1.Node) ([]corev1.Node, error) {
 	sel, err := selector(class.Spec.NodeSelector)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
 		if sel.Matches(labels.Set(n.Labels)) && tolerated(class.Spec.Tolerations, n.Spec.Taints) {
-			out = append(out, n.Name)
+			out = append(out, *n)
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// Names are the nodes' names, in their order.
+func Names(nodes []corev1.Node) []string {
+	var out []string
+	for i := range nodes {
+		out = append(out, nodes[i].Name)
+	}
+	return out
 }
 
 func selector(ns v1alpha2.NodeSelector) (labels.Selector, error) {
@@ -96,15 +105,18 @@ func Users(class string, vms []v1alpha2.VirtualMachine) []string {
 }
 
 // Status is the class's status from its available nodes (nil when the selector is bad: problem
-// says why) and the VMs that use it.
-func Status(class *v1alpha3.VirtualMachineClass, nodes []string, problem string, users []string, now metav1.Time) v1alpha2.VirtualMachineClassStatus {
+// says why), what its processor feature discovery found, and the VMs that use it. A class is
+// Ready when it has available nodes and, for type Discovery, its features.
+func Status(class *v1alpha3.VirtualMachineClass, nodes []string, problem string, found Discovery, users []string, now metav1.Time) v1alpha2.VirtualMachineClassStatus {
 	st := *class.Status.DeepCopy()
 	st.AvailableNodes = nodes
+	st.CPUFeatures = found.Features
 	st.ObservedGeneration = class.Generation
+	isDiscovery := class.Spec.CPU.Type == v1alpha2.CPUTypeDiscovery
 	switch {
 	case class.DeletionTimestamp != nil:
 		st.Phase = v1alpha2.ClassPhaseTerminating
-	case problem != "" || len(nodes) == 0:
+	case problem != "" || len(nodes) == 0 || (isDiscovery && found.Problem != ""):
 		st.Phase = v1alpha2.ClassPhasePending
 	default:
 		st.Phase = v1alpha2.ClassPhaseReady
@@ -120,8 +132,11 @@ func Status(class *v1alpha3.VirtualMachineClass, nodes []string, problem string,
 	switch {
 	case problem != "":
 		discovered.Reason, discovered.Message = string(vmclasscondition.ReasonDiscoveryFailed), problem
-	case class.Spec.CPU.Type == v1alpha2.CPUTypeDiscovery:
-		discovered.Reason, discovered.Message = string(vmclasscondition.ReasonDiscoveryFailed), "processor feature discovery is not implemented yet"
+	case isDiscovery && found.Problem != "":
+		discovered.Reason, discovered.Message = string(vmclasscondition.ReasonDiscoveryFailed), found.Problem
+	case isDiscovery:
+		discovered.Status, discovered.Reason = metav1.ConditionTrue, string(vmclasscondition.ReasonDiscoverySucceeded)
+		discovered.Message = fmt.Sprintf("%d processor features common to the nodes %s", len(found.Features.Enabled), strings.Join(found.Nodes, ", "))
 	}
 	for _, c := range []metav1.Condition{inUse, discovered} {
 		c.ObservedGeneration, c.LastTransitionTime = class.Generation, now

@@ -38,7 +38,7 @@ func TestAvailableNodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := AvailableNodes(&v1alpha3.VirtualMachineClass{Spec: tc.spec}, nodes)
-		if err != nil || !slices.Equal(got, tc.want) {
+		if err != nil || !slices.Equal(Names(got), tc.want) {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
 		}
 	}
@@ -72,7 +72,7 @@ func TestStatus(t *testing.T) {
 		{"deleted while in use", deleting, []string{"a"}, users, v1alpha2.ClassPhaseTerminating, metav1.ConditionTrue},
 	}
 	for _, tc := range cases {
-		st := Status(tc.class, tc.nodes, "", tc.users, now)
+		st := Status(tc.class, tc.nodes, "", Discovery{}, tc.users, now)
 		if st.Phase != tc.phase || st.Conditions[0].Type != "InUse" || st.Conditions[0].Status != tc.inUse {
 			t.Errorf("%s: phase %s conditions %+v", tc.name, st.Phase, st.Conditions)
 		}

@@ -97,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		problem = err.Error()
 	}
 	old := class.Status.DeepCopy()
-	st := Status(class, available, problem, users, metav1.NewTime(r.clock.Now()))
+	st := Status(class, Names(available), problem, Discover(class, available), users, metav1.NewTime(r.clock.Now()))
 	if equality.Semantic.DeepEqual(*old, st) {
 		return ctrl.Result{}, nil
 	}
