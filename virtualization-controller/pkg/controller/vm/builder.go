@@ -25,6 +25,9 @@ const (
 	// friendly spec the template was built from, as JSON (AppliedSpec): the running guest's
 	// configuration, that changes awaiting a restart are measured against.
 	AnnotationAppliedSpec = "virtualization.deckhouse.io/applied-spec"
+	// AnnotationAppliedClass on the template (and the VMI) is what of the class the template was
+	// built from, as JSON (MarshalAppliedClass): a class changed since then awaits a restart.
+	AnnotationAppliedClass = "virtualization.deckhouse.io/applied-class"
 	// AnnotationSpecHash on the internal VM is the hash of the spec Build made: the core's webhooks
 	// default the stored spec, so the controller compares what it would build with what it built.
 	AnnotationSpecHash = "virtualization.deckhouse.io/spec-hash"
@@ -82,7 +85,11 @@ func Build(in Inputs) (*kubevirtv1.VirtualMachine, error) {
 	if err != nil {
 		return nil, err
 	}
-	annotations := map[string]string{AnnotationAppliedSpec: applied}
+	appliedClass, err := MarshalAppliedClass(in.Class)
+	if err != nil {
+		return nil, err
+	}
+	annotations := map[string]string{AnnotationAppliedSpec: applied, AnnotationAppliedClass: appliedClass}
 	if in.IPAddress != "" {
 		annotations[AnnotationIPAddress] = in.IPAddress
 	}

@@ -11,7 +11,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	corev1 "k8s.io/api/core/v1"
+
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	v1alpha3 "github.com/d8virt/api/core/v1alpha3"
 )
 
 // liveFields are the top-level spec fields a running VM takes at once: they change what the
@@ -32,6 +35,52 @@ func MarshalAppliedSpec(spec *v1alpha2.VirtualMachineSpec) (string, error) {
 		return "", fmt.Errorf("marshal the applied spec: %w", err)
 	}
 	return string(b), nil
+}
+
+// appliedClass is what of a class the guest's configuration is built from: its processor (with
+// the features a Discovery class found) and placement. Its sizing policies only bound the VM's
+// own spec, which the defaulting webhook fills.
+type appliedClass struct {
+	CPU          v1alpha2.CPU          `json:"cpu"`
+	Features     []string              `json:"features,omitempty"`
+	NodeSelector v1alpha2.NodeSelector `json:"nodeSelector"`
+	Tolerations  []corev1.Toleration   `json:"tolerations,omitempty"`
+}
+
+// MarshalAppliedClass is the value of AnnotationAppliedClass for class.
+func MarshalAppliedClass(class *v1alpha3.VirtualMachineClass) (string, error) {
+	a := appliedClass{CPU: class.Spec.CPU, NodeSelector: class.Spec.NodeSelector, Tolerations: class.Spec.Tolerations}
+	if class.Spec.CPU.Type == v1alpha2.CPUTypeDiscovery {
+		a.Features = class.Status.CPUFeatures.Enabled
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return "", fmt.Errorf("marshal the applied class: %w", err)
+	}
+	return string(b), nil
+}
+
+// ClassChanged reports whether the class the running guest was built from (applied,
+// AnnotationAppliedClass of its VMI) differs from class now, as the reference module reports a
+// changed VirtualMachineClass.spec: only through the AwaitingRestartToApplyConfiguration
+// condition, not in restartAwaitingChanges (whose paths are the VM's). A VMI without the
+// annotation (built before it existed) is taken as current.
+func ClassChanged(applied string, class *v1alpha3.VirtualMachineClass) (bool, error) {
+	if applied == "" || class == nil {
+		return false, nil
+	}
+	now, err := MarshalAppliedClass(class)
+	if err != nil {
+		return false, err
+	}
+	var from, to any
+	if err := json.Unmarshal([]byte(applied), &from); err != nil {
+		return false, fmt.Errorf("annotation %s: %w", AnnotationAppliedClass, err)
+	}
+	if err := json.Unmarshal([]byte(now), &to); err != nil {
+		return false, fmt.Errorf("the class now: %w", err)
+	}
+	return !reflect.DeepEqual(from, to), nil
 }
 
 // RestartAwaitingChanges are the differences between the spec the running guest was built from

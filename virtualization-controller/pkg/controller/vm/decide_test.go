@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
@@ -374,5 +375,48 @@ func TestDevices(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+func TestClassChanged(t *testing.T) {
+	base := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeDiscovery})
+	base.Status.CPUFeatures.Enabled = []string{"sse4.2"}
+	applied, err := MarshalAppliedClass(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(c *v1alpha3.VirtualMachineClass)) *v1alpha3.VirtualMachineClass {
+		c := base.DeepCopy()
+		f(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		applied string
+		class   *v1alpha3.VirtualMachineClass
+		want    bool
+	}{
+		{"the same class", applied, base, false},
+		{"a guest from before the annotation", "", edit(func(c *v1alpha3.VirtualMachineClass) { c.Spec.CPU.Type = v1alpha2.CPUTypeHost }), false},
+		{"no class now", applied, nil, false},
+		{"discovered features", applied, edit(func(c *v1alpha3.VirtualMachineClass) { c.Status.CPUFeatures.Enabled = []string{"avx", "sse4.2"} }), true},
+		{"node selector", applied, edit(func(c *v1alpha3.VirtualMachineClass) {
+			c.Spec.NodeSelector.MatchLabels = map[string]string{"zone": "b"}
+		}), true},
+		{"tolerations", applied, edit(func(c *v1alpha3.VirtualMachineClass) {
+			c.Spec.Tolerations = append(c.Spec.Tolerations, corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})
+		}), true},
+		{"sizing policies bound only the VM's spec", applied, edit(func(c *v1alpha3.VirtualMachineClass) {
+			c.Spec.SizingPolicies = []v1alpha3.SizingPolicy{{DefaultCoreFraction: ptr.To(v1alpha3.CoreFractionValue("50%"))}}
+		}), false},
+		{"the InUse condition", applied, edit(func(c *v1alpha3.VirtualMachineClass) { c.Status.Conditions = nil }), false},
+	} {
+		got, err := ClassChanged(tc.applied, tc.class)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := ClassChanged("{", base); err == nil {
+		t.Error("a broken annotation accepted")
 	}
 }

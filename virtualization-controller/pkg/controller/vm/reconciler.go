@@ -195,6 +195,9 @@ func (r *Reconciler) inputs(ctx context.Context, vm *v1alpha2.VirtualMachine, in
 				return nil, err
 			}
 		}
+		if in.ClassChanged, err = ClassChanged(vmi.Annotations[AnnotationAppliedClass], in.Class); err != nil {
+			return nil, err
+		}
 	}
 	return in, nil
 }
@@ -317,7 +320,7 @@ func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
 	p := DecidePower(PowerInputs{
 		Policy: in.VM.Spec.RunPolicy, StartPending: StartPending(in.VM),
 		RequestsPending: len(internal.Status.StateChangeRequests) > 0, VMI: in.VMI,
-		RestartForChanges: automatic && len(in.Changes) > 0,
+		RestartForChanges: automatic && in.AwaitsRestart(),
 	})
 	if p == PowerNone {
 		return nil

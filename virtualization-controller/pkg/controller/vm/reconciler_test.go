@@ -247,3 +247,90 @@ func TestReconcileLeavesAForeignInternalVM(t *testing.T) {
 		t.Errorf("the foreign internal VM was changed: %+v", got)
 	}
 }
+
+// TestReconcileClassChangeAwaitsRestart: a class changed under a running guest (its processor,
+// or the features a Discovery class found) makes the VM await a restart, with the reference's
+// message and no restartAwaitingChanges entry; with Automatic approval the controller restarts
+// it; the guest started from the new class awaits nothing.
+func TestReconcileClassChangeAwaitsRestart(t *testing.T) {
+	ctx := context.Background()
+	vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"},
+		Status: v1alpha2.VirtualDiskStatus{Phase: v1alpha2.DiskReady, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: "root-pvc"}}}
+	vmip := &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Status: v1alpha2.VirtualMachineIPAddressStatus{Address: "10.66.10.3", VirtualMachineName: "web"}}
+	cls := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeDiscovery})
+	cls.Status.CPUFeatures.Enabled = []string{"sse4.2"}
+	cls.Status.Conditions = []metav1.Condition{{Type: "Discovered", Status: metav1.ConditionTrue, Reason: "DiscoverySucceeded", LastTransitionTime: metav1.Now()}}
+	w := newWorld(t, reconcilerVM(), cls, vd, vmip)
+	w.reconcile()
+	kv := w.internal()
+	if kv == nil {
+		t.Fatal("no internal VM")
+	}
+	kv.Status.StateChangeRequests = nil
+	if err := w.c.Status().Update(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	runVMI := func(uid types.UID, annotations map[string]string) {
+		t.Helper()
+		_ = w.c.Delete(ctx, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}})
+		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: uid, Annotations: annotations},
+			Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1"}}
+		if err := w.c.Create(ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runVMI("vmi1", kv.Spec.Template.ObjectMeta.Annotations)
+	w.reconcile()
+	if c := meta.FindStatusCondition(w.vm().Status.Conditions, string(vmcondition.TypeAwaitingRestartToApplyConfiguration)); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("a guest of the current class awaits a restart: %+v", c)
+	}
+
+	// The nodes changed: the class found another feature set.
+	if err := w.c.Get(ctx, client.ObjectKeyFromObject(cls), cls); err != nil {
+		t.Fatal(err)
+	}
+	cls.Status.CPUFeatures.Enabled = []string{"avx", "sse4.2"}
+	if err := w.c.Update(ctx, cls); err != nil { // the fake keeps a class's status with its spec
+		t.Fatal(err)
+	}
+	w.reconcile()
+	st := w.vm().Status
+	c := meta.FindStatusCondition(st.Conditions, string(vmcondition.TypeAwaitingRestartToApplyConfiguration))
+	if c == nil || c.Status != metav1.ConditionTrue || c.Message != "VirtualMachineClass.spec has been modified. Waiting for the user to restart in order to apply the configuration changes." {
+		t.Errorf("class changed: %+v", c)
+	}
+	if len(st.RestartAwaitingChanges) != 0 {
+		t.Errorf("restartAwaitingChanges %+v for a class change", st.RestartAwaitingChanges)
+	}
+	kv = w.internal()
+	if f := kv.Spec.Template.Spec.Domain.CPU.Features; len(f) != 2 {
+		t.Errorf("the internal VM's features %+v, want the class's new two", f)
+	}
+	if reqs := kv.Status.StateChangeRequests; len(reqs) != 0 {
+		t.Errorf("state change requests %+v with Manual approval", reqs)
+	}
+
+	// Automatic approval restarts the guest.
+	vm := w.vm()
+	vm.Spec.Disruptions = &v1alpha2.Disruptions{RestartApprovalMode: v1alpha2.Automatic}
+	if err := w.c.Update(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	kv = w.internal()
+	if reqs := kv.Status.StateChangeRequests; len(reqs) != 2 || reqs[0].Action != kubevirtv1.StopRequest || reqs[1].Action != kubevirtv1.StartRequest {
+		t.Errorf("state change requests %+v, want a restart", reqs)
+	}
+
+	// The guest restarted from the new class awaits nothing.
+	kv.Status.StateChangeRequests = nil
+	if err := w.c.Status().Update(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	runVMI("vmi2", kv.Spec.Template.ObjectMeta.Annotations)
+	w.reconcile()
+	if c := meta.FindStatusCondition(w.vm().Status.Conditions, string(vmcondition.TypeAwaitingRestartToApplyConfiguration)); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("after the restart: %+v", c)
+	}
+}

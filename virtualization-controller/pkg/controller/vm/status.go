@@ -43,8 +43,13 @@ type StatusInputs struct {
 	Internal  *kubevirtv1.VirtualMachine
 	VMI       *kubevirtv1.VirtualMachineInstance
 	Changes   []v1alpha2.RestartAwaitingChange
-	Now       metav1.Time
+	// ClassChanged: the VM's class changed since the running guest was built from it.
+	ClassChanged bool
+	Now          metav1.Time
 }
+
+// AwaitsRestart: the running guest's configuration is not the desired one.
+func (in *StatusInputs) AwaitsRestart() bool { return len(in.Changes) > 0 || in.ClassChanged }
 
 // DependenciesReady: the class, every block device, the provisioning and the IP address can be
 // used, so the internal VM can be built.
@@ -188,26 +193,39 @@ func conditions(in *StatusInputs) []metav1.Condition {
 	if !agent {
 		agentMsg = "the guest agent is not connected"
 	}
-	restartMsg := "the running VM has the spec's configuration"
-	if n := len(in.Changes); n > 0 {
-		paths := make([]string, 0, n)
-		for _, c := range in.Changes {
-			paths = append(paths, c.Path)
-		}
-		restartMsg = "a restart applies the changes of " + strings.Join(paths, ", ")
-	}
+	restartMsg := restartMessage(in.Changes, in.ClassChanged)
 	out := []metav1.Condition{
 		cond(vmcondition.TypeClassReady, in.Class != nil, vmcondition.ReasonClassReady, vmcondition.ReasonClassNotReady, orDefault(in.ClassProblem, "the VirtualMachineClass is ready")),
 		cond(vmcondition.TypeIPAddressReady, ipReady, vmcondition.ReasonIPAddressReady, ipReason, ipMsg),
 		cond(vmcondition.TypeBlockDevicesReady, len(notReady) == 0, vmcondition.ReasonBlockDevicesReady, vmcondition.ReasonBlockDevicesNotReady, orDefault(strings.Join(notReady, "; "), "every block device is ready")),
 		cond(vmcondition.TypeRunning, running, vmcondition.ReasonVMIsRunning, vmcondition.ReasonVMIsNotRunning, runMsg),
 		cond(vmcondition.TypeAgentReady, agent, vmcondition.ReasonAgentReady, vmcondition.ReasonAgentNotReady, agentMsg),
-		cond(vmcondition.TypeAwaitingRestartToApplyConfiguration, len(in.Changes) > 0, vmcondition.ReasonRestartAwaitingChangesExist, vmcondition.ReasonRestartNoNeed, restartMsg),
+		cond(vmcondition.TypeAwaitingRestartToApplyConfiguration, in.AwaitsRestart(), vmcondition.ReasonRestartAwaitingChangesExist, vmcondition.ReasonRestartNoNeed, restartMsg),
 	}
 	if in.VM.Spec.Provisioning != nil {
 		out = append(out, cond(vmcondition.TypeProvisioningReady, in.ProvisioningProblem == "", vmcondition.ReasonProvisioningReady, vmcondition.ReasonProvisioningNotReady, orDefault(in.ProvisioningProblem, "the cloud-init configuration is ready")))
 	}
 	return out
+}
+
+// restartMessage is the AwaitingRestartToApplyConfiguration message: the changed paths of the
+// spec and, in the reference's words, a changed class.
+func restartMessage(changes []v1alpha2.RestartAwaitingChange, classChanged bool) string {
+	var parts []string
+	if len(changes) > 0 {
+		paths := make([]string, 0, len(changes))
+		for _, c := range changes {
+			paths = append(paths, c.Path)
+		}
+		parts = append(parts, "a restart applies the changes of "+strings.Join(paths, ", "))
+	}
+	if classChanged {
+		parts = append(parts, "VirtualMachineClass.spec has been modified. Waiting for the user to restart in order to apply the configuration changes.")
+	}
+	if len(parts) == 0 {
+		return "the running VM has the spec's configuration"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // ipAddressMessage is the IPAddressReady message and the reason when it is False: the address,
