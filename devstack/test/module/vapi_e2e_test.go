@@ -3,6 +3,7 @@ package module
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -68,6 +69,13 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack, vm str
 	if _, err := con.WaitFor(regexp.MustCompile(`vapi-42`), 60*time.Second); err != nil {
 		t.Fatalf("%v\nconsole so far:\n%s", err, con)
 	}
+	// A TCP server in the guest for the port-forward below.
+	if err := con.Write(guesttest.PingServer + "; echo ping-server-$((6*7))\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := con.WaitFor(regexp.MustCompile(`ping-server-42`), 60*time.Second); err != nil {
+		t.Fatalf("%v\nconsole so far:\n%s", err, con)
+	}
 
 	t.Log("virtualization-api: refusals while the console is open")
 	holder := "system:serviceaccount:default:console-user"
@@ -100,6 +108,52 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack, vm str
 			t.Fatal("the console session is still held after the stream closed")
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+	checkVNCAndPortForward(t, ctx, cfg, vm)
+}
+
+// checkVNCAndPortForward opens, as the cluster admin, the guest's VNC through
+// virtualization-api (the server's RFB handshake arrives; a second VNC session is refused while
+// it is open) and forwards a TCP connection to the guest's PingServer (greeting, then an answer
+// to each line, one of them larger than a WebSocket frame's usual read).
+func checkVNCAndPortForward(t *testing.T, ctx context.Context, cfg *rest.Config, vm string) {
+	t.Helper()
+	t.Log("virtualization-api: VNC handshake, one VNC session at a time")
+	vnc := guesttest.NewConsole(&wsConn{ws: openVAPI(t, ctx, cfg, "default", vm, "vnc")})
+	if _, err := vnc.WaitFor(regexp.MustCompile(`^RFB \d{3}\.\d{3}\n`), 30*time.Second); err != nil {
+		t.Fatalf("VNC through virtualization-api: %v\nso far: %q", err, vnc)
+	}
+	if code, msg := refusal(ctx, cfg, "default", vm, "vnc"); code != http.StatusConflict || !strings.Contains(msg, "the vnc of the VirtualMachine is in use") {
+		t.Errorf("second VNC session: %d %s", code, msg)
+	}
+	_ = vnc.Close()
+
+	t.Log("virtualization-api: a port-forward reaches a TCP server in the guest")
+	var fwd *guesttest.Console
+	deadline := time.Now().Add(time.Minute)
+	for fwd == nil {
+		ws, err := dialVAPI(ctx, cfg, "default", vm, fmt.Sprintf("portforward/%d/tcp", guesttest.PingServerPort))
+		if err == nil {
+			c := guesttest.NewConsole(&wsConn{ws: ws})
+			if _, err = c.WaitFor(guesttest.PingGreeting, 10*time.Second); err == nil {
+				fwd = c
+				break
+			}
+			_ = c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port-forward to the guest's port %d through virtualization-api: %v", guesttest.PingServerPort, err)
+		}
+		time.Sleep(time.Second)
+	}
+	defer fwd.Close()
+	for _, line := range []string{"ping-1", strings.Repeat("y", 3000)} {
+		if err := fwd.Write(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fwd.WaitFor(guesttest.Pong(line), 30*time.Second); err != nil {
+			t.Fatalf("%v\nforward so far:\n%s", err, fwd)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +14,6 @@ import (
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 )
-
-// pfPort is where the guest's test server listens: busybox nc runs a small shell server for every
-// connection, which greets and answers each line.
-const pfPort = 4242
-
-const pfServer = `printf '%s\n' '#!/bin/sh' 'echo hello-from-guest' 'while read l; do echo "pong:$l"; done' >/tmp/pf.sh; ` +
-	`chmod +x /tmp/pf.sh; (nc -ll -p 4242 -e /tmp/pf.sh </dev/null >/dev/null 2>&1 &)`
 
 // testPortForward forwards a TCP port of a guest through virt-api and virt-handler, as `virtctl
 // port-forward` does for each connection, by the VMI and by the VM, and checks KubeVirt's answers
@@ -36,19 +28,19 @@ func testPortForward(t *testing.T, c *cluster, kc client.Client, ns string) {
 	createVM(t, kc, vm)
 	waitRunning(t, kc, ns, vm.Name, "")
 	con := guestConsole(t, c, vm)
-	guestRun(t, con, pfServer)
+	guestRun(t, con, guesttest.PingServer)
 
 	for _, resource := range []string{console.VMIs, console.VMs} {
 		t.Run(resource, func(t *testing.T) {
 			var fwd *guesttest.Console
 			// The guest's DHCP lease, and so the forward, may still be on its way.
 			eventually(t, 2*time.Minute, "forward to the guest", func(ctx context.Context) error {
-				conn, err := console.PortForward(ctx, c.rest, resource, ns, vm.Name, pfPort, "tcp")
+				conn, err := console.PortForward(ctx, c.rest, resource, ns, vm.Name, guesttest.PingServerPort, "tcp")
 				if err != nil {
 					return err
 				}
 				fc := guesttest.NewConsole(conn)
-				if _, err := fc.WaitFor(regexp.MustCompile(`hello-from-guest\n`), 10*time.Second); err != nil {
+				if _, err := fc.WaitFor(guesttest.PingGreeting, 10*time.Second); err != nil {
 					_ = fc.Close()
 					return err
 				}
@@ -60,7 +52,7 @@ func testPortForward(t *testing.T, c *cluster, kc client.Client, ns string) {
 				if err := fwd.Write(line + "\n"); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := fwd.WaitFor(regexp.MustCompile(`pong:`+regexp.QuoteMeta(line)+`\n`), 30*time.Second); err != nil {
+				if _, err := fwd.WaitFor(guesttest.Pong(line), 30*time.Second); err != nil {
 					t.Fatalf("%v\nforward so far:\n%s", err, fwd)
 				}
 			}
