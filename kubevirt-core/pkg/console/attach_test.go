@@ -53,3 +53,38 @@ func TestAttachCopiesTheStreamOut(t *testing.T) {
 		t.Errorf("out %q", out.String())
 	}
 }
+
+// brokenStream fails every write, as a stream whose other end went away.
+type brokenStream struct{}
+
+func (brokenStream) Read([]byte) (int, error)  { return 0, io.ErrClosedPipe }
+func (brokenStream) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// One Input serves one stream after another: what the user typed while a stream broke reaches
+// the next one, and leaving ends the next Attach at once.
+func TestInputOutlivesAStream(t *testing.T) {
+	keys, typing := io.Pipe()
+	in := NewInput(keys)
+	go func() { _, _ = typing.Write([]byte("date\r")) }()
+	// The broken stream's reader may end first, or its write fail; either way the keys wait.
+	for {
+		left, err := in.Attach(context.Background(), brokenStream{}, io.Discard)
+		if left || err == nil {
+			t.Fatalf("a broken stream: left %v, err %v", left, err)
+		}
+		if in.pending != nil {
+			break
+		}
+	}
+	block, unblock := io.Pipe()
+	defer unblock.Close()
+	next := &pipeStream{r: block}
+	go func() { _, _ = typing.Write([]byte("\x1d")) }()
+	left, err := in.Attach(context.Background(), next, io.Discard)
+	if !left || err != nil {
+		t.Fatalf("Ctrl+]: left %v, err %v", left, err)
+	}
+	if got := next.sent.String(); got != "date\r" {
+		t.Errorf("the next stream got %q, want the keys typed for the broken one", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,13 +80,16 @@ func refusal(r *console.RefusedError, ns, vm, sub string) error {
 }
 
 func newConsoleCommand(e *env) *cobra.Command {
-	return &cobra.Command{
+	var reconnect bool
+	cmd := &cobra.Command{
 		Use:   "console VM",
 		Short: "Attach the terminal to a VirtualMachine's serial console (Ctrl+] leaves)",
 		Long: `Attach the terminal to a VirtualMachine's serial console through virtualization-api. The
 terminal is raw: every key reaches the guest, Ctrl+] leaves. One console session per
-VirtualMachine: while another is open the command fails naming its holder.`,
-		Example:           fmt.Sprintf("  %[1]s console myvm\n  %[1]s console myvm -n prod --context staging", e.name),
+VirtualMachine: while another is open the command fails naming its holder. With --reconnect a
+console that closes (the guest restarted, was stopped or moved) is opened again as soon as the
+VirtualMachine runs, until Ctrl+].`,
+		Example:           fmt.Sprintf("  %[1]s console myvm\n  %[1]s console myvm -n prod --context staging\n  %[1]s console myvm --reconnect   # stays through restarts", e.name),
 		Args:              args("VM"),
 		ValidArgsFunction: completeVMs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,17 +101,70 @@ VirtualMachine: while another is open the command fails naming its holder.`,
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			fmt.Fprintf(e.streams.ErrOut, "Successfully connected to the console of VirtualMachine %s/%s. Press Ctrl+] to leave.\n", ns, args[0])
+			vm := ns + "/" + args[0]
+			fmt.Fprintf(e.streams.ErrOut, "Successfully connected to the console of VirtualMachine %s. Press Ctrl+] to leave.\n", vm)
 			if f, ok := e.streams.In.(*os.File); ok {
 				restore, err := console.RawTerminal(f)
 				if err != nil {
+					_ = conn.Close()
 					return err
 				}
 				defer restore()
 			}
-			return console.Attach(cmd.Context(), conn, e.streams.In, e.streams.Out)
+			return attachConsole(cmd.Context(), e, vm, conn, dial, reconnect)
 		},
+	}
+	cmd.Flags().BoolVar(&reconnect, "reconnect", false, "open the console again whenever it closes, until Ctrl+]")
+	return cmd
+}
+
+// attachConsole attaches the terminal to conn, the console of vm (namespace/name). Without
+// reconnect it ends with the stream; with it, a stream that ends is dialled again every
+// pollInterval (each different refusal of a VM that does not run reported once) until the user
+// leaves. The keys typed meanwhile go to the next stream. The terminal may be raw: lines end in
+// \r\n.
+func attachConsole(ctx context.Context, e *env, vm string, conn io.ReadWriteCloser, dial dialer, reconnect bool) error {
+	in := console.NewInput(e.streams.In)
+	for {
+		left, err := in.Attach(ctx, conn, e.streams.Out)
+		_ = conn.Close()
+		if left || !reconnect {
+			return err
+		}
+		why := "closed"
+		if err != nil {
+			why = "closed: " + err.Error()
+		}
+		fmt.Fprintf(e.streams.ErrOut, "\r\nThe console of VirtualMachine %s %s; reconnecting (Ctrl+] leaves).\r\n", vm, why)
+		if conn = redial(ctx, e, in, dial); conn == nil {
+			return nil
+		}
+		fmt.Fprintf(e.streams.ErrOut, "Reconnected to the console of VirtualMachine %s.\r\n", vm)
+	}
+}
+
+// redial dials the console every pollInterval until it opens, or nil once the user leaves or ctx
+// ends; each different refusal is reported once.
+func redial(ctx context.Context, e *env, in *console.Input, dial dialer) io.ReadWriteCloser {
+	last := ""
+	tick := time.NewTicker(e.pollInterval)
+	defer tick.Stop()
+	for {
+		conn, err := dial(ctx, "console")
+		if err == nil {
+			return conn
+		}
+		if msg := err.Error(); msg != last {
+			fmt.Fprintf(e.streams.ErrOut, "%s\r\n", msg)
+			last = msg
+		}
+		select {
+		case <-in.Left():
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
 	}
 }
 
