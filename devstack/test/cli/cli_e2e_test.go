@@ -295,22 +295,38 @@ func TestClientOnAGuest(t *testing.T) {
 		t.Errorf("start of the running machine: exit %d, want 1 with the reason:\n%s", code, out)
 	}
 
-	t.Log("d8v console types a command into the guest")
-	typeIntoConsole(t, ctx, f.user, f.ns)
+	t.Log("d8v console --reconnect types into the guest, and again through d8v restart --wait")
+	con := startConsole(t, ctx, f.user, f.ns, "--reconnect")
+	con.typeUntilAnswer(t, "first")
+	code, out := f.user.run(t, ctx, "d8v", "restart", vmName, "-n", f.ns, "--wait", "--timeout", "5m")
+	if code != 0 || !strings.Contains(out, "Restart of VirtualMachine "+f.ns+"/"+vmName+" completed") {
+		t.Fatalf("d8v restart --wait: exit %d\n%s", code, out)
+	}
+	con.typeUntilAnswer(t, "after-restart")
+	if said := con.leave(t); !strings.Contains(said, "reconnecting (Ctrl+] leaves)") || !strings.Contains(said, "Reconnected to the console of VirtualMachine "+f.ns+"/"+vmName) {
+		t.Errorf("d8v console --reconnect said:\n%s", said)
+	}
 
 	t.Log("d8v stop --wait stops it and shows the operation's progress")
-	code, out := f.user.run(t, ctx, "d8v", "stop", vmName, "-n", f.ns, "--wait", "--timeout", "5m")
+	code, out = f.user.run(t, ctx, "d8v", "stop", vmName, "-n", f.ns, "--wait", "--timeout", "5m")
 	if code != 0 || !regexp.MustCompile(`(?m)^`+vmName+`-stop-\w+: Completed`).MatchString(out) || !strings.Contains(out, "Stop of VirtualMachine "+f.ns+"/"+vmName+" completed") {
 		t.Fatalf("d8v stop --wait: exit %d\n%s", code, out)
 	}
 	f.kubectl(t, "-n", f.ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.phase}=Stopped", "--timeout=2m")
 }
 
-// typeIntoConsole runs `d8v console` with pipes for the terminal, types a shell line into the
-// guest until its answer comes, then leaves with Ctrl+].
-func typeIntoConsole(t *testing.T, ctx context.Context, user client, ns string) {
+// clientConsole is a running `d8v console` with pipes for the terminal.
+type clientConsole struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	con    *guesttest.Console
+	stderr *lockedBuffer
+}
+
+// startConsole runs `d8v console` of the machine with more flags.
+func startConsole(t *testing.T, ctx context.Context, user client, ns string, flags ...string) *clientConsole {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, user.program("d8v"), "console", vmName, "-n", ns)
+	cmd := exec.CommandContext(ctx, user.program("d8v"), append([]string{"console", vmName, "-n", ns}, flags...)...)
 	cmd.Env = user.env()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -320,44 +336,75 @@ func typeIntoConsole(t *testing.T, ctx context.Context, user client, ns string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	c := &clientConsole{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}}
+	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	con := guesttest.NewConsole(pipes{stdout, stdin})
-	answer := regexp.MustCompile(`cli=\[42\]`)
+	c.con = guesttest.NewConsole(pipes{stdout, stdin})
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return c
+}
+
+// typeUntilAnswer types a shell line that prints tag=[42] into the guest until its answer comes
+// (the guest's shell may not read the first lines while it boots).
+func (c *clientConsole) typeUntilAnswer(t *testing.T, tag string) {
+	t.Helper()
+	answer := regexp.MustCompile(regexp.QuoteMeta(tag) + `=\[42\]`)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		// The guest's shell may not read the first lines while it boots: type again until the
-		// answer comes.
-		if err := con.Write("echo cli=[$((6*7))]\n"); err != nil {
-			t.Fatalf("%v; d8v console: %s", err, stderr.String())
+		if err := c.con.Write("echo " + tag + "=[$((6*7))]\n"); err != nil {
+			t.Fatalf("%v; d8v console: %s", err, c.stderr)
 		}
-		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
-			break
+		if _, err := c.con.WaitFor(answer, 5*time.Second); err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no answer on the console:\n%s\nd8v console: %s", con, stderr.String())
+			t.Fatalf("no answer to %s on the console:\n%s\nd8v console: %s", tag, c.con, c.stderr)
 		}
 	}
-	if _, err := stdin.Write([]byte{0x1d}); err != nil {
+}
+
+// leave presses Ctrl+], waits for the command to end and returns what it said on stderr.
+func (c *clientConsole) leave(t *testing.T) string {
+	t.Helper()
+	if _, err := c.stdin.Write([]byte{0x1d}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- c.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("d8v console after Ctrl+]: %v\n%s", err, stderr.String())
+			t.Errorf("d8v console after Ctrl+]: %v\n%s", err, c.stderr)
 		}
 	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
+		_ = c.cmd.Process.Kill()
 		t.Errorf("d8v console did not end on Ctrl+]")
 	}
-	if !strings.Contains(stderr.String(), "Press Ctrl+] to leave") {
-		t.Errorf("d8v console said:\n%s", stderr.String())
+	said := c.stderr.String()
+	if !strings.Contains(said, "Press Ctrl+] to leave") {
+		t.Errorf("d8v console said:\n%s", said)
 	}
+	return said
+}
+
+// lockedBuffer is a command's stderr read while the command runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // pipes are the console's stdout and stdin as one connection.
