@@ -320,7 +320,7 @@ type clientConsole struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	con    *guesttest.Console
-	stderr *lockedBuffer
+	stderr *testenv.SyncBuffer
 }
 
 // startConsole runs `d8v console` of the machine with more flags.
@@ -336,7 +336,7 @@ func startConsole(t *testing.T, ctx context.Context, user client, ns string, fla
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clientConsole{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}}
+	c := &clientConsole{cmd: cmd, stdin: stdin, stderr: &testenv.SyncBuffer{}}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -387,24 +387,6 @@ func (c *clientConsole) leave(t *testing.T) string {
 		t.Errorf("d8v console said:\n%s", said)
 	}
 	return said
-}
-
-// lockedBuffer is a command's stderr read while the command runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // pipes are the console's stdout and stdin as one connection.

@@ -1,7 +1,6 @@
 package virtlauncher
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/d8virt/devstack/guest"
 	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/containerdisk"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
@@ -62,7 +61,7 @@ type launcherProc struct {
 	mntNS   string
 	exited  chan struct{}
 	waitErr error
-	output  *syncBuffer
+	output  *testenv.SyncBuffer
 }
 
 // launchOpts vary how a test starts virt-launcher.
@@ -128,7 +127,7 @@ func startLauncher(ctx context.Context, t *testing.T, vmi *kubevirtv1.VirtualMac
 		stateDir: filepath.Join(dir, "state"),
 		termLog:  filepath.Join(dir, "termination-log"),
 		exited:   make(chan struct{}),
-		output:   &syncBuffer{},
+		output:   &testenv.SyncBuffer{},
 	}
 	wrap, env := podSandbox(t, opts.netns, opts.resolvConf, opts.mounts)
 	argv := append(wrap, bin,
@@ -473,22 +472,4 @@ func containsPrefix(list []string, prefix string) bool {
 		}
 	}
 	return false
-}
-
-// syncBuffer is a bytes.Buffer the launcher's output can be written to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

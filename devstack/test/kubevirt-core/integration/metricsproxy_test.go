@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,24 +30,6 @@ import (
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/virtoperator"
 )
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // saToken is a token of the namespace's account name, as a kubelet projects it.
 func saToken(ctx context.Context, t *testing.T, fx *fixture, ns, name string) string {
@@ -145,7 +125,7 @@ func checkMetricsProxy(t *testing.T, fx *fixture, ns string) {
 		args = append(args, a)
 	}
 	args = append(args, "--kubeconfig="+kubeconfig)
-	out := &lockedBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
