@@ -1,6 +1,11 @@
 package guesttest
 
-import "regexp"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
 
 // PingServerPort is where PingServer listens in the guest.
 const PingServerPort = 4242
@@ -17,4 +22,21 @@ var PingGreeting = regexp.MustCompile(`hello-from-guest\n`)
 // Pong matches PingServer's answer to line.
 func Pong(line string) *regexp.Regexp {
 	return regexp.MustCompile(`pong:` + regexp.QuoteMeta(line) + `\n`)
+}
+
+// PingLines are what a test sends a PingServer: a short line and one longer than a usual
+// stream read.
+var PingLines = []string{"ping-1", strings.Repeat("x", 3000)}
+
+// Ping sends each of PingLines on c, a connection to a PingServer, and waits for its answer.
+func Ping(c *Console, timeout time.Duration) error {
+	for _, line := range PingLines {
+		if err := c.Write(line + "\n"); err != nil {
+			return err
+		}
+		if _, err := c.WaitFor(Pong(line), timeout); err != nil {
+			return fmt.Errorf("%w\nso far:\n%s", err, c)
+		}
+	}
+	return nil
 }
