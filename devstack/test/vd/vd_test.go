@@ -39,7 +39,8 @@ import (
 func TestVirtualDisk(t *testing.T) {
 	st := startStack(t)
 	t.Run("WrongChecksum", func(t *testing.T) { testWrongChecksum(t, st) })
-	t.Run("FromCVI", func(t *testing.T) { testFromCVI(t, st) })
+	t.Run("FromCVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.ClusterVirtualImageKind) })
+	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -138,36 +139,55 @@ func testWrongChecksum(t *testing.T, st *stack) {
 	}
 }
 
-// testFromCVI imports the guest over HTTP into DVCR as a ClusterVirtualImage and makes a disk of
+// testFromImage imports the guest over HTTP into DVCR as an image of kind (a ClusterVirtualImage,
+// or a VirtualImage with storage ContainerRegistry in the disk's namespace) and makes a disk of
 // it: the disk's importer Pod pulls the image from DVCR (dvcr.<namespace>.svc, through the
 // stack's service proxy) into the disk's claim.
-func testFromCVI(t *testing.T, st *stack) {
+func testFromImage(t *testing.T, st *stack, kind string) {
 	ctx := longContext(t)
-	cvi := &v1alpha2.ClusterVirtualImage{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vd-guest-%d", os.Getpid())}}
-	cvi.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &v1alpha2.DataSourceHTTP{
-		URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}}
-	if err := st.admin.Create(ctx, cvi); err != nil {
+	ns := st.namespace(t, fmt.Sprintf("vd-%s-%d", strings.ToLower(kind), os.Getpid()))
+	source := v1alpha2.DataSourceHTTP{URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}
+	var image client.Object
+	var status func() (v1alpha2.ImagePhase, string, any)
+	switch kind {
+	case v1alpha2.ClusterVirtualImageKind:
+		cvi := &v1alpha2.ClusterVirtualImage{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("vd-guest-%d", os.Getpid())}}
+		cvi.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &source}
+		image = cvi
+		status = func() (v1alpha2.ImagePhase, string, any) {
+			return cvi.Status.Phase, cvi.Status.Target.RegistryURL, cvi.Status.Conditions
+		}
+	default:
+		vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "guest"}}
+		vi.Spec.Storage = v1alpha2.StorageContainerRegistry
+		vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &source}
+		image = vi
+		status = func() (v1alpha2.ImagePhase, string, any) {
+			return vi.Status.Phase, vi.Status.Target.RegistryURL, vi.Status.Conditions
+		}
+	}
+	if err := st.admin.Create(ctx, image); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := st.admin.Delete(context.Background(), cvi); client.IgnoreNotFound(err) != nil {
+		if err := st.admin.Delete(context.Background(), image); client.IgnoreNotFound(err) != nil {
 			t.Errorf("delete the image: %v", err)
 		}
 	})
-	eventually(t, 3*time.Minute, "image Ready", func(ctx context.Context) error {
-		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(cvi), cvi); err != nil {
+	eventually(t, 3*time.Minute, kind+" Ready", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(image), image); err != nil {
 			return err
 		}
-		if cvi.Status.Phase != v1alpha2.ImageReady {
-			return fmt.Errorf("phase %s: %+v", cvi.Status.Phase, cvi.Status.Conditions)
+		if phase, _, conditions := status(); phase != v1alpha2.ImageReady {
+			return fmt.Errorf("phase %s: %+v", phase, conditions)
 		}
 		return nil
 	})
-	t.Logf("image Ready in %s", cvi.Status.Target.RegistryURL)
+	_, url, _ := status()
+	t.Logf("%s Ready in %s", kind, url)
 
-	ns := st.namespace(t, fmt.Sprintf("vd-cvi-%d", os.Getpid()))
-	vd := newDisk(ns, "from-cvi", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
-		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.ClusterVirtualImageKind, Name: cvi.Name}}, "64Mi", "")
+	vd := newDisk(ns, "from-image", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: kind, Name: image.GetName()}}, "64Mi", "")
 	if err := st.admin.Create(ctx, vd); err != nil {
 		t.Fatal(err)
 	}
