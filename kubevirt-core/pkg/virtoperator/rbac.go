@@ -43,8 +43,9 @@ func ControllerRules() []rbacv1.PolicyRule {
 		// Owner references that block deletion need this where the apiserver enforces them.
 		rule(kubevirt, updateOnly, "virtualmachines/finalizers", "virtualmachineinstances/finalizers",
 			"virtualmachineinstancereplicasets/finalizers", "virtualmachineinstancemigrations/finalizers"),
-		// vmi, migration: launcher pods; node: the launchers left on a node.
-		rule(core, []string{"get", "list", "watch", "create", "delete"}, "pods"),
+		// vmi, migration: launcher pods (a migration's source gets its network priority label);
+		// node: the launchers left on a node.
+		rule(core, []string{"get", "list", "watch", "create", "patch", "delete"}, "pods"),
 		// vmi: the claims of a VMI's volumes, read once before its Pod is made.
 		rule(core, []string{"get"}, "persistentvolumeclaims"),
 		// node: heartbeats, and kubevirt.io/schedulable=false on unresponsive nodes.

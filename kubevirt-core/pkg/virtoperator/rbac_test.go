@@ -32,7 +32,7 @@ func TestRBAC(t *testing.T) {
 				{"kubevirt.io", "virtualmachineinstances", "update"}, {"kubevirt.io", "virtualmachineinstances", "delete"},
 				{"kubevirt.io", "virtualmachineinstancereplicasets/status", "update"},
 				{"kubevirt.io", "virtualmachineinstancemigrations/status", "update"}, {"kubevirt.io", "virtualmachineinstancemigrations", "patch"},
-				{"", "pods", "create"}, {"", "pods", "delete"}, {"", "pods", "watch"}, {"", "nodes", "patch"},
+				{"", "pods", "create"}, {"", "pods", "delete"}, {"", "pods", "watch"}, {"", "pods", "patch"}, {"", "nodes", "patch"},
 				{"", "persistentvolumeclaims", "get"},
 			},
 			mustNot: []access{{"", "secrets", "get"}, {"kubevirt.io", "kubevirts", "update"}, {"", "nodes", "delete"},

@@ -121,6 +121,16 @@ func TestMigrationSchedulesTargetOneAtATime(t *testing.T) {
 		target.Annotations[kubevirtv1.MigrationJobNameAnnotation] != "first" || target.Spec.Affinity == nil || target.Spec.Affinity.PodAntiAffinity == nil {
 		t.Errorf("target pod owners %v labels %v annotations %v affinity %+v", target.OwnerReferences, target.Labels, target.Annotations, target.Spec.Affinity)
 	}
+	// The reference module's network priorities: the source keeps the VM's address, the target
+	// shares it.
+	if target.Labels[migration.NetworkPriorityLabel] != migration.PriorityTarget {
+		t.Errorf("target pod labels %v, want %s=%s", target.Labels, migration.NetworkPriorityLabel, migration.PriorityTarget)
+	}
+	if st := first.Status.MigrationState; st == nil || st.SourcePod == "" {
+		t.Errorf("no source pod in %+v", st)
+	} else if src, err := fx.env.Kube.CoreV1().Pods(ns).Get(ctx, st.SourcePod, metav1.GetOptions{}); err != nil || src.Labels[migration.NetworkPriorityLabel] != migration.PrioritySource {
+		t.Errorf("source pod %s: %v, labels %v", st.SourcePod, err, src.GetLabels())
+	}
 	if !slices.Contains(first.Finalizers, kubevirtv1.VirtualMachineInstanceMigrationFinalizer) || first.Labels[kubevirtv1.MigrationSelectorLabel] != "mover" ||
 		first.Status.MigrationState == nil || first.Status.MigrationState.SourceNode != node {
 		t.Errorf("first migration: finalizers %v labels %v state %+v", first.Finalizers, first.Labels, first.Status.MigrationState)

@@ -223,7 +223,7 @@ func TestNewTargetPod(t *testing.T) {
 	v.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
 	p := NewTargetPod(v, mig("m", kubevirtv1.MigrationPending), vmi.LauncherConfig{Image: "img"})
 	if p.Labels[kubevirtv1.MigrationJobLabel] != "uid-m" || p.Annotations[kubevirtv1.MigrationJobNameAnnotation] != "m" ||
-		p.Labels[kubevirtv1.CreatedByLabel] != "vmi-uid" || p.GenerateName != "virt-launcher-vm-" {
+		p.Labels[kubevirtv1.CreatedByLabel] != "vmi-uid" || p.GenerateName != "virt-launcher-vm-" || p.Labels[NetworkPriorityLabel] != PriorityTarget {
 		t.Errorf("meta %+v", p.ObjectMeta)
 	}
 	terms := p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution

@@ -118,6 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	switch d.Action {
 	case CreateTargetPod:
+		if err := r.labelSource(ctx, in.VMIPods, d.Status.MigrationState.SourcePod); err != nil {
+			return ctrl.Result{}, err
+		}
 		pod := NewTargetPod(in.VMI, m, r.Launcher)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			return ctrl.Result{}, fmt.Errorf("create target pod: %w", err)
@@ -177,6 +180,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: d.Recheck}, nil
+}
+
+// labelSource gives the source Pod the source's network priority before the target Pod, which
+// will share the VM's requested address, exists.
+func (r *Reconciler) labelSource(ctx context.Context, pods []corev1.Pod, name string) error {
+	for i := range pods {
+		p := &pods[i]
+		if p.Name != name || p.Labels[NetworkPriorityLabel] == PrioritySource {
+			continue
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[NetworkPriorityLabel] = PrioritySource
+		if err := r.Client.Patch(ctx, p, patch); err != nil {
+			return fmt.Errorf("label the source pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // read gathers the decision's input through reader.

@@ -36,11 +36,14 @@ const (
 
 // natRule is one rule of the table. Every match field is optional; the zero value matches any.
 type natRule struct {
-	chain  string
-	iif    string
-	oif    string
-	saddr  netip.Addr
-	daddr  netip.Addr
+	chain string
+	iif   string
+	oif   string
+	saddr netip.Addr
+	daddr netip.Addr
+	// local matches packets to any address of the Pod's own (fib daddr type local): the pod IP,
+	// and an address the Pod shares with another Pod of the VM while it migrates.
+	local  bool
 	proto  Protocol
 	dport  uint16
 	action natAction
@@ -62,6 +65,9 @@ func (r natRule) String() string {
 	}
 	if r.daddr.IsValid() {
 		fmt.Fprintf(&b, "ip daddr %s ", r.daddr)
+	}
+	if r.local {
+		b.WriteString("fib daddr type local ")
 	}
 	switch {
 	case r.proto != "" && r.dport != 0:
@@ -96,8 +102,11 @@ func (rs ruleSet) String() string {
 
 // rulesFor builds the masquerade rules, which mirror KubeVirt's:
 //
-//   - TCP and UDP arriving on the pod interface for the pod IP go to the guest (only the declared
-//     ports when the VMI lists any); the guest sees the real client address;
+//   - TCP and UDP arriving on the pod interface for an address of the Pod go to the guest (only
+//     the declared ports when the VMI lists any); the guest sees the real client address. KubeVirt
+//     matches the pod IP alone; any local address also covers the VM's address that a migration
+//     target shares and takes over (network.deckhouse.io/pod-common-ip-priority) while its pod IP
+//     stays its own;
 //   - the same for connections that the Pod itself opens to its pod IP or to 127.0.0.1 (what
 //     `kubectl port-forward` does), SNATed to the gateway, since the guest could not answer a
 //     loopback source;
@@ -116,13 +125,13 @@ func rulesFor(podIf, bridge string, podIP, gateway, guest netip.Addr, ports, hos
 	var rs ruleSet
 	for _, p := range host {
 		rs = append(rs,
-			natRule{chain: chainPrerouting, iif: podIf, daddr: podIP, proto: p.Protocol, dport: p.Port, action: actAccept},
+			natRule{chain: chainPrerouting, iif: podIf, local: true, proto: p.Protocol, dport: p.Port, action: actAccept},
 			natRule{chain: chainOutput, daddr: podIP, proto: p.Protocol, dport: p.Port, action: actAccept})
 	}
 	for _, m := range match {
 		m.action, m.to = actDNAT, guest
 		in := m
-		in.chain, in.iif, in.daddr = chainPrerouting, podIf, podIP
+		in.chain, in.iif, in.local = chainPrerouting, podIf, true
 		rs = append(rs, in)
 	}
 	for _, dst := range []netip.Addr{podIP, loopback} {
@@ -166,6 +175,10 @@ func (r natRule) exprs() ([]expr.Any, error) {
 		}
 		v := a.addr.As4()
 		e = append(e, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: a.offset, Len: 4}, cmp(v[:]))
+	}
+	if r.local {
+		e = append(e, &expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
 	}
 	if r.proto != "" {
 		var p byte

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 )
 
 func TestRulesFor(t *testing.T) {
@@ -20,8 +22,8 @@ func TestRulesFor(t *testing.T) {
 		{
 			name: "no ports: every TCP and UDP port",
 			want: `
-prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
-prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local meta l4proto tcp counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local meta l4proto udp counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
 output: ip daddr 127.0.0.1 meta l4proto tcp counter dnat to 10.0.2.2
@@ -34,8 +36,8 @@ postrouting: ip saddr 10.0.2.2 counter masquerade`,
 			name:  "declared ports only",
 			ports: []Port{{TCP, 80}, {UDP, 53}},
 			want: `
-prerouting: iifname "eth0" ip daddr 10.213.0.5 tcp dport 80 counter dnat to 10.0.2.2
-prerouting: iifname "eth0" ip daddr 10.213.0.5 udp dport 53 counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local tcp dport 80 counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local udp dport 53 counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 tcp dport 80 counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 udp dport 53 counter dnat to 10.0.2.2
 output: ip daddr 127.0.0.1 tcp dport 80 counter dnat to 10.0.2.2
@@ -48,12 +50,12 @@ postrouting: ip saddr 10.0.2.2 counter masquerade`,
 			name: "the Pod's own ports stay out of the forwarding",
 			host: []Port{{TCP, 22222}, {TCP, 49152}},
 			want: `
-prerouting: iifname "eth0" ip daddr 10.213.0.5 tcp dport 22222 counter accept
+prerouting: iifname "eth0" fib daddr type local tcp dport 22222 counter accept
 output: ip daddr 10.213.0.5 tcp dport 22222 counter accept
-prerouting: iifname "eth0" ip daddr 10.213.0.5 tcp dport 49152 counter accept
+prerouting: iifname "eth0" fib daddr type local tcp dport 49152 counter accept
 output: ip daddr 10.213.0.5 tcp dport 49152 counter accept
-prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
-prerouting: iifname "eth0" ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local meta l4proto tcp counter dnat to 10.0.2.2
+prerouting: iifname "eth0" fib daddr type local meta l4proto udp counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 meta l4proto tcp counter dnat to 10.0.2.2
 output: ip daddr 10.213.0.5 meta l4proto udp counter dnat to 10.0.2.2
 output: ip daddr 127.0.0.1 meta l4proto tcp counter dnat to 10.0.2.2
@@ -101,6 +103,21 @@ func TestRuleExprs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("exprs:\n%#v\nwant:\n%#v", got, want)
+	}
+
+	// `... iifname "eth0" fib daddr type local ...`: the address type of the destination's route,
+	// RTN_LOCAL in the host's byte order.
+	local := natRule{chain: chainPrerouting, iif: "eth0", local: true, proto: TCP, dport: 8080, action: actDNAT, to: GuestPrefix.Addr()}
+	got, err = local.exprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fib := []expr.Any{
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+	}
+	if !reflect.DeepEqual(got[2:4], fib) || !reflect.DeepEqual(got[4:], want[4:]) {
+		t.Errorf("exprs of a local rule:\n%#v", got)
 	}
 
 	for _, bad := range []natRule{
