@@ -211,13 +211,46 @@ func registerValidation(t *testing.T, env *testenv.Env, c *controller, ns string
 	})
 }
 
-// cleanupLeases deletes the leases of testCIDR when the test ends.
+// cleanupLeases deletes, when the test ends, the VirtualMachineIPAddresses of testCIDR (and
+// waits until they are gone: the namespace's own deletion is asynchronous, and the next test's
+// controller would make leases again for the addresses they still hold), then the leases.
 func cleanupLeases(t *testing.T, c client.Client) {
 	t.Helper()
 	rng := testRange(t)
 	t.Cleanup(func() {
+		ctx := context.Background()
+		inRange := func(v *v1alpha2.VirtualMachineIPAddress) bool {
+			for _, a := range []string{v.Status.Address, v.Spec.StaticIP} {
+				if _, err := rng.Check(a); a != "" && err == nil {
+					return true
+				}
+			}
+			return false
+		}
+		poll(t, time.Minute, "the test's VirtualMachineIPAddresses gone", func() (bool, string) {
+			var list v1alpha2.VirtualMachineIPAddressList
+			if err := c.List(ctx, &list); err != nil {
+				return false, err.Error()
+			}
+			left := 0
+			for i := range list.Items {
+				v := &list.Items[i]
+				if !inRange(v) {
+					continue
+				}
+				left++
+				// No controller runs any more to drop the in-use protection.
+				if len(v.Finalizers) > 0 {
+					patch := client.MergeFrom(v.DeepCopy())
+					v.Finalizers = nil
+					_ = c.Patch(ctx, v, patch)
+				}
+				_ = c.Delete(ctx, v)
+			}
+			return left == 0, fmt.Sprintf("%d left", left)
+		})
 		var leases v1alpha2.VirtualMachineIPAddressLeaseList
-		if err := c.List(context.Background(), &leases); err != nil {
+		if err := c.List(ctx, &leases); err != nil {
 			t.Errorf("list leases: %v", err)
 			return
 		}
@@ -226,7 +259,7 @@ func cleanupLeases(t *testing.T, c client.Client) {
 			if err != nil || !rng.Contains(addr) {
 				continue
 			}
-			if err := c.Delete(context.Background(), &leases.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			if err := c.Delete(ctx, &leases.Items[i]); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("delete lease %s: %v", leases.Items[i].Name, err)
 			}
 		}

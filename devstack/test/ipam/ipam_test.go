@@ -175,8 +175,8 @@ func TestStaticAddressOutsideTheRangeIsDenied(t *testing.T) {
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("kubectl create of an address outside the range: %v\n%s\nwant %q", err, out, want)
 	}
-	if _, err := testenv.KubectlInput(t, env.Kubeconfig, manifest("inside", "10.251.0.77"), "create", "-f", "-"); err != nil {
-		t.Fatalf("an address inside the range: %v", err)
+	if out, err := testenv.KubectlInput(t, env.Kubeconfig, manifest("inside", "10.251.0.77"), "create", "-f", "-"); err != nil {
+		t.Fatalf("an address inside the range: %v\n%s", err, out)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "inside"}
 	poll(t, time.Minute, "the static address bound", func() (bool, string) {
