@@ -15,13 +15,20 @@ import (
 )
 
 // podState is what the agent keeps about a pod across its own restarts (state.json).
+// sharedClaimInterval is how often a pod that shares an address looks whether its holder is gone.
+const sharedClaimInterval = 500 * time.Millisecond
+
 type podState struct {
 	// NetHost is the localnet host (network namespace) of the pod; empty with hostNetwork.
-	NetHost   string            `json:"netHost,omitempty"`
-	PodIP     string            `json:"podIP,omitempty"`
-	StartTime *metav1.Time      `json:"startTime,omitempty"`
-	Volumes   map[string]string `json:"volumes,omitempty"`
-	Automount bool              `json:"automount,omitempty"`
+	NetHost string `json:"netHost,omitempty"`
+	PodIP   string `json:"podIP,omitempty"`
+	// SharedIP is the requested address the pod shares with another host (SharePriorityLabel);
+	// SharedHeld says it took the address over.
+	SharedIP   string            `json:"sharedIP,omitempty"`
+	SharedHeld bool              `json:"sharedHeld,omitempty"`
+	StartTime  *metav1.Time      `json:"startTime,omitempty"`
+	Volumes    map[string]string `json:"volumes,omitempty"`
+	Automount  bool              `json:"automount,omitempty"`
 	// Finished is set once no container will run again; the network namespace is released then.
 	Finished bool `json:"finished,omitempty"`
 	// Reason and Message explain a pod-level failure (processes lost).
@@ -276,6 +283,9 @@ func (r *podRuntime) step(ctx context.Context) time.Time {
 		if !t.IsZero() && t.Before(wake) {
 			wake = t
 		}
+	}
+	if r.state.SharedIP != "" && !r.state.SharedHeld && !r.claimShared() {
+		earlier(now.Add(sharedClaimInterval))
 	}
 	for _, c := range r.inits {
 		switch {

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/d8virt/devstack/localnet"
 )
 
 func (r *podRuntime) releaseSandbox() {
@@ -28,6 +31,14 @@ func (r *podRuntime) releaseSandbox() {
 // node agent plays the CNI. A malformed address, one outside the local subnet or one another
 // host holds fails the sandbox (event FailedCreatePodSandBox), retried with back-off.
 const RequestedIPAnnotation = "cni.cilium.io/ipAddress"
+
+// SharePriorityLabel is the reference module's label for Pods that may share a requested address
+// (the two Pods of a migrating VM): a Pod with it whose requested address another host holds
+// starts with an address of its own and the shared one silent, and takes the shared one over
+// when its holder is gone (localnet.ClaimShared). The priorities themselves are not compared:
+// the holder keeps the address as long as it lives, which is how the two Pods of a migration
+// end (the source Pod is deleted once the guest runs on the target).
+const SharePriorityLabel = "network.deckhouse.io/pod-common-ip-priority"
 
 // sandboxError is a sandbox failure with the event reason it is reported under.
 type sandboxError struct {
@@ -83,6 +94,10 @@ func (r *podRuntime) setupSandbox(ctx context.Context) error {
 			return &sandboxError{reason: "FailedCreatePodSandBox", err: err}
 		}
 		h, err := r.p.net.AddHostAt(name, want)
+		if _, shares := pod.Labels[SharePriorityLabel]; shares && errors.Is(err, localnet.ErrAddrTaken) {
+			h, err = r.p.net.AddSharingHost(name, want)
+			r.state.SharedIP = want.String()
+		}
 		if err != nil {
 			return &sandboxError{reason: "FailedCreatePodSandBox", err: fmt.Errorf("network namespace: %w", err)}
 		}
@@ -110,6 +125,28 @@ func (r *podRuntime) setupSandbox(ctx context.Context) error {
 	r.resyncAt = time.Now().Add(r.p.cfg.VolumeResync)
 	r.saveState()
 	return nil
+}
+
+// claimShared takes the pod's shared address over once its holder is gone; it reports whether the
+// pod holds it now.
+func (r *podRuntime) claimShared() bool {
+	want, err := netip.ParseAddr(r.state.SharedIP)
+	if err != nil {
+		r.log.Warn("shared address", "err", err)
+		return true
+	}
+	ok, err := r.p.net.ClaimShared(r.state.NetHost, want)
+	if err != nil {
+		r.log.Warn("claim the shared address", "address", want, "err", err)
+		return false
+	}
+	if ok {
+		r.state.SharedHeld = true
+		r.saveState()
+		r.log.Info("took the shared address over", "address", want)
+		r.event(corev1.EventTypeNormal, "SharedAddressClaimed", "the Pod holds "+want.String()+" now, which it shared with a Pod that is gone")
+	}
+	return ok
 }
 
 // refreshVolumes renews tokens and re-reads configMaps, secrets and downward API values.

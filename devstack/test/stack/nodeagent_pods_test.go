@@ -332,7 +332,8 @@ func (s *nodeAgentSuite) testNodeSelector(t *testing.T) {
 
 // testRequestedAddress: a pod annotated with cni.cilium.io/ipAddress gets that address, as a CNI
 // gives it; a second pod asking for the same address gets none, with a FailedCreatePodSandBox
-// event naming the holder, and its sandbox retried.
+// event naming the holder, and its sandbox retried; a pod labelled to share it (a migration's
+// target) runs beside the holder and takes the address over once the holder is gone.
 func (s *nodeAgentSuite) testRequestedAddress(t *testing.T) {
 	req := s.env.Net.Requested
 	if !req.IsValid() {
@@ -375,9 +376,37 @@ func (s *nodeAgentSuite) testRequestedAddress(t *testing.T) {
 	if err != nil || clash.Status.PodIP != "" {
 		t.Fatalf("the clashing pod: %v, IP %q", err, clash.Status.PodIP)
 	}
-	for _, name := range []string{"clash", "fixed"} {
+	deletePod := func(name string) {
+		t.Helper()
 		if err := s.env.Kube.CoreV1().Pods(s.ns).Delete(s.ctx(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	deletePod("clash")
+
+	// A pod labelled as a migration's target shares the address: it runs at an address of its own
+	// and takes the requested one over once the holder is gone.
+	sharer := pod("sharer")
+	sharer.Labels = map[string]string{nodeagent.SharePriorityLabel: "2"}
+	s.create(t, sharer)
+	shared := s.waitPod(t, "sharer", "Running beside the holder", func(p *corev1.Pod) bool { return p.Status.PodIP != "" })
+	if shared.Status.PodIP == want.String() {
+		t.Fatalf("the sharer got %s while the holder lives", want)
+	}
+	deletePod("fixed")
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		evs, err := s.env.Kube.CoreV1().Events(s.ns).List(s.ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=sharer,reason=SharedAddressClaimed"})
+		if err == nil && len(evs.Items) > 0 {
+			if msg := evs.Items[0].Message; !strings.Contains(msg, "the Pod holds "+want.String()) {
+				t.Fatalf("event message %q", msg)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sharer did not take %s over once the holder was gone: %v\n%s", want, err, s.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	deletePod("sharer")
 }

@@ -1,0 +1,126 @@
+package localnet
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+)
+
+// Two hosts share an address, as the two Pods of a migrating VM: a peer reaches the holder only
+// (the sharer keeps it silent) while the holder lives, the sharer cannot claim it then, and once
+// the holder is gone the sharer claims it and the peer reaches the sharer at once. The sharer has
+// an address of its own all along.
+func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	pid := os.Getpid()
+	n := Net{
+		Bridge:   fmt.Sprintf("d8vs%d", pid%1000000),
+		Subnet:   netip.MustParsePrefix(fmt.Sprintf("10.214.%d.0/28", 100+pid%100)),
+		StateDir: t.TempDir(),
+	}
+	t.Cleanup(func() {
+		hosts, _ := n.Hosts()
+		for _, h := range hosts {
+			if err := n.DeleteHost(h.Name); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := n.DeleteBridge(); err != nil {
+			t.Error(err)
+		}
+	})
+	name := func(role string) string { return fmt.Sprintf("share-%s-%d", role, pid) }
+	peer, err := n.AddHost(name("peer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lastAddr(n.Subnet).Prev()
+	holder, err := n.AddHostAt(name("holder"), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharer, err := n.AddSharingHost(name("sharer"), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sharer.IP == want || !n.Subnet.Contains(sharer.IP) {
+		t.Fatalf("the sharer's own address is %s", sharer.IP)
+	}
+	addr := netip.AddrPortFrom(want, 8080).String()
+	serveName(t, holder, addr, "holder")
+	serveName(t, sharer, addr, "sharer")
+	serveName(t, sharer, netip.AddrPortFrom(sharer.IP, 8080).String(), "sharer-own")
+
+	for range 3 {
+		if got := ask(t, peer, addr); got != "holder" {
+			t.Fatalf("the peer reached %q at %s, want the holder while it lives", got, want)
+		}
+	}
+	if got := ask(t, peer, netip.AddrPortFrom(sharer.IP, 8080).String()); got != "sharer-own" {
+		t.Fatalf("the sharer's own address answers %q", got)
+	}
+	if ok, err := n.ClaimShared(sharer.Name, want); ok || err != nil {
+		t.Fatalf("claimed while the holder lives: %v, %v", ok, err)
+	}
+
+	if err := n.DeleteHost(holder.Name); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n.ClaimShared(sharer.Name, want); !ok || err != nil {
+		t.Fatalf("claim once the holder is gone: %v, %v", ok, err)
+	}
+	start := time.Now()
+	if got := ask(t, peer, addr); got != "sharer" {
+		t.Fatalf("the peer reached %q at %s after the claim, want the sharer", got, want)
+	}
+	t.Logf("the peer reached the sharer at %s %s after the claim", want, time.Since(start))
+	if _, err := n.AddHostAt(name("late"), want); err == nil {
+		t.Error("a third host got the claimed address")
+	}
+}
+
+// serveName answers every connection to addr in h with what.
+func serveName(t *testing.T, h Host, addr, what string) {
+	t.Helper()
+	ln, err := h.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(what))
+			c.Close()
+		}
+	}()
+}
+
+// ask connects from h to addr and returns what the server says.
+func ask(t *testing.T, from Host, addr string) string {
+	t.Helper()
+	var got []byte
+	err := from.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		got, err = io.ReadAll(c)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("from %s to %s: %v", from.Name, addr, err)
+	}
+	return string(got)
+}
