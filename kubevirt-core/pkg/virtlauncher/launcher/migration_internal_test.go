@@ -16,11 +16,12 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
-func TestLocalDisks(t *testing.T) {
+func TestPlanDisks(t *testing.T) {
 	const xml = `<domain type='qemu'><name>x</name><devices>
 <disk type='file' device='disk'><source file='/s/disk-root.qcow2'/><target dev='vda' bus='virtio'/><alias name='ua-root'/></disk>
 <disk type='file' device='disk'><source file='/s/noCloud-ci.iso'/><target dev='vdb' bus='virtio'/><readonly/><alias name='ua-ci'/></disk>
 <disk type='file' device='disk'><source file='/pvc/data/disk.img'/><target dev='vdc' bus='virtio'/><alias name='ua-data'/></disk>
+<disk type='file' device='disk'><driver name='qemu' type='raw' cache='none'/><source file='/pvc/direct/disk.img'/><target dev='vdf' bus='virtio'/><alias name='ua-direct'/></disk>
 <disk type='file' device='disk'><source file='/s/empty-scratch.qcow2'/><target dev='vdd' bus='virtio'/><alias name='ua-scratch'/></disk>
 <disk type='file' device='cdrom'><target dev='sda' bus='sata'/><readonly/></disk>
 <disk type='file' device='disk'><source file='/s/ephemeral-golden.qcow2'/><target dev='vde' bus='virtio'/><alias name='ua-golden'/></disk>
@@ -31,6 +32,7 @@ func TestLocalDisks(t *testing.T) {
 		{Name: "root", VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "img"}}},
 		{Name: "ci", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{}}},
 		{Name: "data", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}},
+		{Name: "direct", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}},
 		{Name: "scratch", VolumeSource: kubevirtv1.VolumeSource{EmptyDisk: &kubevirtv1.EmptyDiskSource{}}},
 		{Name: "golden", VolumeSource: kubevirtv1.VolumeSource{Ephemeral: &kubevirtv1.EphemeralVolumeSource{}}},
 		{Name: "cm", VolumeSource: kubevirtv1.VolumeSource{ConfigMap: &kubevirtv1.ConfigMapVolumeSource{}}},
@@ -39,16 +41,17 @@ func TestLocalDisks(t *testing.T) {
 		name string
 		xml  string
 		vmi  *kubevirtv1.VirtualMachineInstance
-		want []string
+		want diskPlan
 		err  bool
 	}{
-		{name: "overlays and scratch disks travel; the claim and the ISO stay", xml: xml, vmi: vmi, want: []string{"vda", "vdd", "vde"}},
-		{name: "no VMI: nothing is known to be local", xml: xml},
+		{name: "overlays and scratch disks travel; the claims and the ISO stay, the cached claim is unsafe", xml: xml, vmi: vmi,
+			want: diskPlan{Copy: []string{"vda", "vdd", "vde"}, SharedCached: []string{"vdc"}}},
+		{name: "no VMI: nothing is known to be local", xml: xml, want: diskPlan{SharedCached: []string{"vda", "vdc", "vdd", "vde"}}},
 		{name: "no devices", xml: `<domain type='qemu'><name>x</name></domain>`, vmi: vmi},
 		{name: "bad XML", xml: `<domain`, vmi: vmi, err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := localDisks(tc.xml, tc.vmi)
+			got, err := planDisks(tc.xml, tc.vmi)
 			if (err != nil) != tc.err || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v, %v; want %v (error %v)", got, err, tc.want, tc.err)
 			}
@@ -61,16 +64,21 @@ func TestMigrationRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		p         MigrationParams
-		disks     []string
+		disks     diskPlan
 		dconn     string
 		uri       string
 		flags     libvirt.DomainMigrateFlags
 		bandwidth uint64
 	}{
 		{
-			name: "with local disks", p: p, disks: []string{"vda"},
+			name: "with local disks", p: p, disks: diskPlan{Copy: []string{"vda"}},
 			dconn: "qemu+tcp://10.213.0.9:22222/system", uri: "tcp://10.213.0.9:49152",
 			flags: libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PEER2PEER | libvirt.MIGRATE_ABORT_ON_ERROR | libvirt.MIGRATE_NON_SHARED_INC,
+		},
+		{
+			name: "a shared disk the host caches", p: p, disks: diskPlan{SharedCached: []string{"vda"}},
+			dconn: "qemu+tcp://10.213.0.9:22222/system", uri: "tcp://10.213.0.9:49152",
+			flags: libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PEER2PEER | libvirt.MIGRATE_ABORT_ON_ERROR | libvirt.MIGRATE_UNSAFE,
 		},
 		{
 			name: "memory only, limited, IPv6", p: MigrationParams{UID: "m", TargetAddress: "fd00::9", Ports: launcherapi.DefaultMigrationPorts, BandwidthMiB: 32},
@@ -83,8 +91,9 @@ func TestMigrationRequest(t *testing.T) {
 			if dconn != tc.dconn || params.URI != tc.uri || !params.URISet || flags != tc.flags {
 				t.Errorf("got %s %s %#x, want %s %s %#x", dconn, params.URI, flags, tc.dconn, tc.uri, tc.flags)
 			}
-			if params.MigrateDisksSet != (len(tc.disks) > 0) || !reflect.DeepEqual(params.MigrateDisks, tc.disks) ||
-				params.DisksPortSet != (len(tc.disks) > 0) || (len(tc.disks) > 0 && params.DisksPort != 49153) {
+			copied := tc.disks.Copy
+			if params.MigrateDisksSet != (len(copied) > 0) || !reflect.DeepEqual(params.MigrateDisks, copied) ||
+				params.DisksPortSet != (len(copied) > 0) || (len(copied) > 0 && params.DisksPort != 49153) {
 				t.Errorf("disks %v %v port %v %d", params.MigrateDisksSet, params.MigrateDisks, params.DisksPortSet, params.DisksPort)
 			}
 			if params.BandwidthSet != (tc.bandwidth > 0) || params.Bandwidth != tc.bandwidth {

@@ -33,7 +33,7 @@ func (m *Manager) Migrate(p MigrationParams) error {
 		return fmt.Errorf("migration: read the domain XML: %w", err)
 	}
 	m.mu.Lock()
-	disks, err := localDisks(xml, m.vmi)
+	disks, err := planDisks(xml, m.vmi)
 	if err != nil {
 		m.mu.Unlock()
 		return fmt.Errorf("migration: %w", err)
@@ -63,17 +63,22 @@ func (m *Manager) Migrate(p MigrationParams) error {
 	return nil
 }
 
-// migrationFlags and parameters of a peer-to-peer live migration to p, copying disks (the
-// launcher-local ones; their backing images exist on the target).
-func migrationRequest(p MigrationParams, disks []string) (string, *libvirt.DomainMigrateParameters, libvirt.DomainMigrateFlags) {
+// migrationFlags and parameters of a peer-to-peer live migration to p, copying disks.Copy (the
+// launcher-local ones; their backing images exist on the target). Shared disks that the host
+// caches make libvirt refuse the migration as unsafe; KubeVirt then asks for it anyway
+// (VIR_MIGRATE_UNSAFE), and so does this: a claim's volume is the same file on both sides.
+func migrationRequest(p MigrationParams, disks diskPlan) (string, *libvirt.DomainMigrateParameters, libvirt.DomainMigrateFlags) {
 	host := func(port int) string { return net.JoinHostPort(p.TargetAddress, strconv.Itoa(port)) }
 	dconn := "qemu+tcp://" + host(p.Ports.Libvirt) + "/system"
 	params := &libvirt.DomainMigrateParameters{URISet: true, URI: "tcp://" + host(p.Ports.Migration)}
 	flags := libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PEER2PEER | libvirt.MIGRATE_ABORT_ON_ERROR
-	if len(disks) > 0 {
+	if len(disks.Copy) > 0 {
 		flags |= libvirt.MIGRATE_NON_SHARED_INC
-		params.MigrateDisksSet, params.MigrateDisks = true, disks
+		params.MigrateDisksSet, params.MigrateDisks = true, disks.Copy
 		params.DisksPortSet, params.DisksPort = true, p.Ports.Block
+	}
+	if len(disks.SharedCached) > 0 {
+		flags |= libvirt.MIGRATE_UNSAFE
 	}
 	if p.BandwidthMiB > 0 {
 		params.BandwidthSet, params.Bandwidth = true, p.BandwidthMiB
@@ -83,9 +88,9 @@ func migrationRequest(p MigrationParams, disks []string) (string, *libvirt.Domai
 
 // migrateOut runs the migration job and records its outcome. On success the domain is gone here
 // and the loop ends the launcher with ReasonMigrated; on failure the guest goes on running here.
-func (m *Manager) migrateOut(dom *libvirt.Domain, mig *migration, p MigrationParams, disks []string, log *slog.Logger) {
+func (m *Manager) migrateOut(dom *libvirt.Domain, mig *migration, p MigrationParams, disks diskPlan, log *slog.Logger) {
 	dconn, params, flags := migrationRequest(p, disks)
-	log.Info("migrating the guest", "dest", dconn, "uri", params.URI, "disks", disks)
+	log.Info("migrating the guest", "dest", dconn, "uri", params.URI, "copied", disks.Copy, "sharedCached", disks.SharedCached)
 	stop := make(chan struct{})
 	go m.followJob(dom, mig, stop)
 	err := dom.MigrateToURI3(dconn, params, flags)
@@ -219,13 +224,23 @@ func (m *Manager) CancelMigration(uid string) error {
 	return nil
 }
 
-// localDisks are the target devices of the disks the launcher made for this run (containerDisk
-// and ephemeral overlays, emptyDisks): a migration copies them. Other disks are the same file on both sides
-// (a PVC) or read-only (cloud-init) and must not be copied.
-func localDisks(domXML string, vmi *kubevirtv1.VirtualMachineInstance) ([]string, error) {
+// diskPlan is what a migration does with the domain's disks, by target device.
+type diskPlan struct {
+	// Copy are the disks the launcher made for this run (containerDisk and ephemeral overlays,
+	// emptyDisks): the migration copies them.
+	Copy []string
+	// SharedCached are the writable disks that are the same file on both sides (a claim's) and
+	// that the host caches (a cache mode other than none or directsync).
+	SharedCached []string
+}
+
+// planDisks sorts the domain's writable disks: the VMI's launcher-local volumes are copied,
+// the others are shared. Read-only disks (cloud-init, config ISOs) are neither copied nor
+// written.
+func planDisks(domXML string, vmi *kubevirtv1.VirtualMachineInstance) (diskPlan, error) {
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(domXML); err != nil {
-		return nil, fmt.Errorf("parse domain XML: %w", err)
+		return diskPlan{}, fmt.Errorf("parse domain XML: %w", err)
 	}
 	local := map[string]bool{}
 	if vmi != nil {
@@ -235,17 +250,20 @@ func localDisks(domXML string, vmi *kubevirtv1.VirtualMachineInstance) ([]string
 			}
 		}
 	}
-	var out []string
+	var plan diskPlan
 	if dom.Devices == nil {
-		return nil, nil
+		return plan, nil
 	}
 	for _, d := range dom.Devices.Disks {
 		if d.Alias == nil || d.Target == nil || d.ReadOnly != nil {
 			continue
 		}
-		if local[strings.TrimPrefix(d.Alias.Name, converter.AliasPrefix)] {
-			out = append(out, d.Target.Dev)
+		switch {
+		case local[strings.TrimPrefix(d.Alias.Name, converter.AliasPrefix)]:
+			plan.Copy = append(plan.Copy, d.Target.Dev)
+		case d.Driver == nil || (d.Driver.Cache != "none" && d.Driver.Cache != "directsync"):
+			plan.SharedCached = append(plan.SharedCached, d.Target.Dev)
 		}
 	}
-	return out, nil
+	return plan, nil
 }
