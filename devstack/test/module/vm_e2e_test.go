@@ -134,7 +134,6 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
 	checkVMOPMetric(t, ctx, st, "module-e2e")
 	checkVirtualMachineBlockDeviceAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
-	con = openConsole(t, ctx, st.kubevirt, "module-e2e")
 
 	t.Log("a change of cores waits for a restart")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"cpu":{"cores":2}}}`)
@@ -149,7 +148,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	t.Log("AlwaysOn: a poweroff inside the guest starts it again, with the new cores")
 	vmi := "internalvirtualizationvirtualmachineinstances/module-e2e"
 	uid := get(vmi, "{.metadata.uid}")
-	powerOff(t, con)
+	powerOff(t, func() *guesttest.Console { return openConsole(t, ctx, st.kubevirt, "module-e2e") })
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		now := st.kubectl(t, kc, "-n", "default", "get", vmi, "--ignore-not-found", "-o", "jsonpath={.metadata.uid} {.status.phase}")
@@ -168,7 +167,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 
 	t.Log("AlwaysOnUnlessStoppedManually: a poweroff inside the guest leaves it Stopped")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"runPolicy":"AlwaysOnUnlessStoppedManually"}}`)
-	powerOff(t, openConsole(t, ctx, st.kubevirt, "module-e2e"))
+	powerOff(t, func() *guesttest.Console { return openConsole(t, ctx, st.kubevirt, "module-e2e") })
 	wait("vm/module-e2e", "jsonpath={.status.phase}=Stopped", 2*time.Minute)
 	time.Sleep(5 * time.Second)
 	if got := get("vm/module-e2e", "{.status.phase}"); got != "Stopped" {
@@ -187,22 +186,29 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	st.kubectl(t, kc, "wait", "vmclass/module-e2e", "--for=delete", "--timeout=1m")
 }
 
-// powerOff waits for the guest's shell to answer on its console, types poweroff, and waits for the
-// guest's shutdown mark before it closes the console.
-func powerOff(t *testing.T, con *guesttest.Console) {
+// powerOff opens the guest's console, waits for its shell to answer, types poweroff, and waits
+// for the guest's shutdown mark before it closes the console. A console that closes before the
+// shell answered (seen once right after a new VMI came up) is opened again.
+func powerOff(t *testing.T, open func() *guesttest.Console) {
 	t.Helper()
+	con := open()
 	defer func() { _ = con.Close() }()
 	answer := regexp.MustCompile(`answer-42`)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if err := con.Write("echo answer-$((6*7))\n"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := con.WaitFor(answer, 5*time.Second); err == nil {
-			break
+		err := con.Write("echo answer-$((6*7))\n")
+		if err == nil {
+			if _, err = con.WaitFor(answer, 5*time.Second); err == nil {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the guest's shell does not answer\nconsole so far:\n%s", con)
+			t.Fatalf("the guest's shell does not answer: %v\nconsole so far:\n%s", err, con)
+		}
+		if strings.Contains(err.Error(), "close") {
+			t.Logf("the console closed (%v): opening it again", err)
+			_ = con.Close()
+			con = open()
 		}
 	}
 	if err := con.Write("poweroff\n"); err != nil {
