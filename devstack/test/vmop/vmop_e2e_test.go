@@ -21,6 +21,7 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
 	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
@@ -34,6 +35,22 @@ const (
 	tcpPort  = 7000
 	tcpHello = "ping-42"
 )
+
+// rwxClass is a StorageClass of the local provisioner whose disks are ReadWriteMany (the
+// StorageClass annotation of virtualization-controller), so that the machine can live-migrate
+// between the two nodes: a ReadWriteOnce claim would pin it to its node.
+const rwxClass = "vmop-e2e-rwx"
+
+const rwxClassYAML = `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: ` + rwxClass + `
+  annotations: {virtualization.deckhouse.io/access-mode: ReadWriteMany}
+provisioner: ` + provisioner.Name + `
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+`
 
 // userData keeps printing a marker, so that a console opened at any time sees the guest is up,
 // and serves TCP port 7000 with busybox nc: each connection's first line comes back as
@@ -53,7 +70,7 @@ nc -ll -p 7000 -e /run/tcp-answer.sh &
 // the operations.
 var vmSpec = friendlyvm.Spec{
 	Name: vmName, Namespace: ns, Class: "vmop-e2e",
-	Disk: "root", DiskSize: "64Mi", Image: "vmop-e2e-root",
+	Disk: "root", DiskSize: "64Mi", StorageClass: rwxClass, Image: "vmop-e2e-root",
 	RunPolicy: string(v1alpha2.ManualPolicy), Cores: 1, CoreFraction: "100%", Memory: "128Mi",
 	TerminationGracePeriodSeconds: 30, UserData: userData,
 }
@@ -70,6 +87,8 @@ func TestOperations(t *testing.T) {
 
 	c.kubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { c.kubectl(t, "delete", "namespace", ns, "--timeout=3m") })
+	c.apply(t, "storageclass", rwxClassYAML)
+	t.Cleanup(func() { c.kubectl(t, "delete", "storageclass", rwxClass, "--ignore-not-found") })
 	g := friendlyvm.ServeGuestFiles(t, ctx)
 	c.apply(t, "image", friendlyvm.ImageYAML(vmSpec.Image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
 	c.apply(t, "vm", vmSpec.Manifest())
@@ -121,7 +140,8 @@ func setMachineSpec(t *testing.T, c *cluster, patch string, applied func(*v1alph
 }
 
 // checkOnARealGuest: Start boots the guest, a second Start is refused for the phase, a Pod on
-// the other node talks TCP to the guest at its VirtualMachineIPAddress, a Migrate is refused for
+// the other node talks TCP to the guest at its VirtualMachineIPAddress, a Migrate and an Evict
+// move the guest between the nodes (checkMigrations), a Migrate is refused for
 // liveMigrationPolicy Never, Restart boots the guest again (a new boot ID), a graceful Stop
 // shuts it down and a forced one kills it, and a Stop supersedes a Start still booting.
 func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
@@ -140,7 +160,8 @@ func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 	again := runOp(t, c, "start-again", v1alpha2.VMOPTypeStart, false, time.Minute)
 	expectFailed(t, c, again, vmopcondition.ReasonNotApplicableForVMPhase, "Operation type Start is not applicable for VirtualMachine in phase Running")
 
-	checkTCPFromAnotherNode(t, c, vmi)
+	checkTCPFromAnotherNode(t, c, vmi, "tcp-client")
+	vmi = checkMigrations(t, c, took, vmi, boot)
 
 	t.Log("Migrate of a machine with liveMigrationPolicy Never fails for the policy")
 	setMachineSpec(t, c, `{"spec":{"liveMigrationPolicy":"Never"}}`, func(vm *v1alpha2.VirtualMachine) bool {
@@ -203,6 +224,48 @@ func checkOnARealGuest(t *testing.T, c *cluster, took *durations) {
 	})
 }
 
+// checkMigrations moves the running guest to the other node with a Migrate, and back with an
+// Evict: each completes, the same VMI runs on the other node with the same boot ID (the guest
+// was not restarted), and a Pod on the node it left reaches it at its VirtualMachineIPAddress
+// (the target Pod shared the address and took it over once the source Pod was gone). It returns
+// the VMI as it runs in the end.
+func checkMigrations(t *testing.T, c *cluster, took *durations, vmi *kubevirtv1.VirtualMachineInstance, boot string) *kubevirtv1.VirtualMachineInstance {
+	t.Helper()
+	for i, typ := range []v1alpha2.VMOPType{v1alpha2.VMOPTypeMigrate, v1alpha2.VMOPTypeEvict} {
+		from := vmi.Status.NodeName
+		t.Logf("%s moves the guest off %s", typ, from)
+		op := runOp(t, c, strings.ToLower(string(typ)), typ, false, 5*time.Minute)
+		expectPhase(t, op, v1alpha2.VMOPPhaseCompleted, vmopcondition.ReasonOperationCompleted)
+		if op.Status.Progress != "100%" {
+			t.Errorf("%s progress %q", typ, op.Status.Progress)
+		}
+		took.add(string(typ), finishedIn(op))
+		var moved *kubevirtv1.VirtualMachineInstance
+		eventually(t, time.Minute, "the VMI on the other node", func(ctx context.Context) error {
+			moved = &kubevirtv1.VirtualMachineInstance{}
+			if err := c.kubevirt.Get(ctx, types.NamespacedName{Namespace: ns, Name: vmName}, moved); err != nil {
+				return err
+			}
+			if moved.Status.NodeName == from || moved.Status.Phase != kubevirtv1.Running {
+				return fmt.Errorf("on %s, phase %s", moved.Status.NodeName, moved.Status.Phase)
+			}
+			return nil
+		})
+		if moved.UID != vmi.UID {
+			t.Errorf("%s made a new VMI (%s, was %s)", typ, moved.UID, vmi.UID)
+		}
+		c.kubectl(t, "-n", ns, "wait", "vm/"+vmName, "--for=jsonpath={.status.nodeName}="+moved.Status.NodeName, "--timeout=1m")
+		con := guestConsole(t, c, moved)
+		if got := guestValue(t, con, "boot", bootIDScript); got != boot {
+			t.Errorf("boot ID %s after %s, was %s: the guest restarted", got, typ, boot)
+		}
+		_ = con.Close()
+		checkTCPFromAnotherNode(t, c, moved, fmt.Sprintf("tcp-client-%d", i+1))
+		vmi = moved
+	}
+	return vmi
+}
+
 // checkVersions: the running machine's status.versions name the QEMU and libvirt of this host,
 // which the launcher runs the guest with.
 func checkVersions(t *testing.T, c *cluster) {
@@ -229,9 +292,9 @@ func checkVersions(t *testing.T, c *cluster) {
 	})
 }
 
-// checkTCPFromAnotherNode runs a Pod on the node the guest does not run on; it connects to the
-// VirtualMachineIPAddress's address, port 7000, and the guest's answer comes back in its log.
-func checkTCPFromAnotherNode(t *testing.T, c *cluster, vmi *kubevirtv1.VirtualMachineInstance) {
+// checkTCPFromAnotherNode runs a Pod (name) on the node the guest does not run on; it connects to
+// the VirtualMachineIPAddress's address, port 7000, and the guest's answer comes back in its log.
+func checkTCPFromAnotherNode(t *testing.T, c *cluster, vmi *kubevirtv1.VirtualMachineInstance, name string) {
 	t.Helper()
 	addr := c.kubectl(t, "-n", ns, "get", "vmip", vmName, "-o", "jsonpath={.status.address}")
 	if got := c.kubectl(t, "-n", ns, "get", "vm", vmName, "-o", "jsonpath={.status.ipAddress}"); addr == "" || got != addr {
@@ -246,7 +309,7 @@ func checkTCPFromAnotherNode(t *testing.T, c *cluster, vmi *kubevirtv1.VirtualMa
 	script := fmt.Sprintf(`for i in $(seq 60); do out=$(echo %s | /bin/busybox nc -w 5 %s %d) && [ -n "$out" ] && { echo "$out"; exit 0; }; sleep 2; done; exit 1`, tcpHello, addr, tcpPort)
 	pod := fmt.Sprintf(`apiVersion: v1
 kind: Pod
-metadata: {name: tcp-client, namespace: %s}
+metadata: {name: %s, namespace: %s}
 spec:
   restartPolicy: Never
   nodeSelector: {kubernetes.io/hostname: %s}
@@ -254,11 +317,11 @@ spec:
   - name: nc
     image: busybox
     command: ["/bin/busybox", "sh", "-c", %q]
-`, ns, other, script)
-	c.apply(t, "tcp-client", pod)
+`, name, ns, other, script)
+	c.apply(t, name, pod)
 	began := time.Now()
-	c.kubectl(t, "-n", ns, "wait", "pod/tcp-client", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=3m")
-	out := c.kubectl(t, "-n", ns, "logs", "tcp-client")
+	c.kubectl(t, "-n", ns, "wait", "pod/"+name, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=3m")
+	out := c.kubectl(t, "-n", ns, "logs", name)
 	if want := "got [" + tcpHello + "]"; !strings.Contains(out, "guest ") || !strings.Contains(out, want) {
 		t.Errorf("the guest's answer %q, want %q", out, want)
 	}
