@@ -40,13 +40,18 @@ func addrsInUse() (map[netip.Addr]bool, error) {
 	return used, nil
 }
 
-func nsAddrs(path string) ([]netip.Addr, error) {
+// netlinkAt is a netlink handle in the network namespace at path.
+func netlinkAt(path string) (*netlink.Handle, error) {
 	ns, err := netns.GetFromPath(path)
 	if err != nil {
 		return nil, err
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	return netlink.NewHandleAt(ns)
+}
+
+func nsAddrs(path string) ([]netip.Addr, error) {
+	h, err := netlinkAt(path)
 	if err != nil {
 		return nil, err
 	}

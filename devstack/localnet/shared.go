@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
+
+	"github.com/vishvananda/netlink"
 )
 
 // A shared address is one that two hosts hold at once, as the reference module's CNI lets the
@@ -45,10 +48,16 @@ func (n Net) ClaimShared(name string, want netip.Addr) (bool, error) {
 	}
 	var self Host
 	for _, h := range hosts {
-		switch {
-		case h.Name == name:
+		if h.Name == name {
 			self = h
-		case h.IP == want:
+			continue
+		}
+		// The holder: the host that got want as its own address, or one that shared and claimed
+		// it (want on its eth0 next to its own address).
+		if h.IP == want {
+			return false, nil
+		}
+		if held, err := nsHoldsOnEth0(h.NetNS, want); err == nil && held {
 			return false, nil
 		}
 	}
@@ -73,6 +82,29 @@ func (n Net) ClaimShared(name string, want netip.Addr) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// nsHoldsOnEth0 reports whether the network namespace ns has addr on its eth0.
+func nsHoldsOnEth0(ns string, addr netip.Addr) (bool, error) {
+	h, err := netlinkAt(filepath.Join("/run/netns", ns))
+	if err != nil {
+		return false, err
+	}
+	defer h.Close()
+	link, err := h.LinkByName("eth0")
+	if err != nil {
+		return false, err
+	}
+	list, err := h.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range list {
+		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && ip == addr {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // setARPIgnore sets the current network namespace's arp_ignore of dev: 1 answers ARP only for

@@ -83,6 +83,29 @@ func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
 	if _, err := n.AddHostAt(name("late"), want); err == nil {
 		t.Error("a third host got the claimed address")
 	}
+
+	// The way back (an Evict after a Migrate): the sharer holds want on its eth0 beside its own
+	// address, and a new sharer waits for it in turn.
+	back, err := n.AddSharingHost(name("back"), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveName(t, back, addr, "back")
+	if ok, err := n.ClaimShared(back.Name, want); ok || err != nil {
+		t.Fatalf("claimed while the first sharer holds it: %v, %v", ok, err)
+	}
+	if got := ask(t, peer, addr); got != "sharer" {
+		t.Fatalf("the peer reached %q, want the sharer while it holds the address", got)
+	}
+	if err := n.DeleteHost(sharer.Name); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n.ClaimShared(back.Name, want); !ok || err != nil {
+		t.Fatalf("claim once the first sharer is gone: %v, %v", ok, err)
+	}
+	if got := ask(t, peer, addr); got != "back" {
+		t.Fatalf("the peer reached %q, want the second sharer", got)
+	}
 }
 
 // serveName answers every connection to addr in h with what.
