@@ -77,7 +77,8 @@ type Spec struct {
 	Class        string
 	DefaultClass bool
 	// Disk is the VirtualDisk of DiskSize in StorageClass ("": the cluster's default), made from
-	// the ClusterVirtualImage Image.
+	// the ClusterVirtualImage Image. With no Disk the VM boots from Image itself (a containerDisk
+	// from DVCR) and there is no VirtualDisk.
 	Disk, DiskSize, StorageClass, Image string
 	RunPolicy                           string
 	Cores                               int
@@ -124,16 +125,24 @@ func (s Spec) MachineYAML() string {
 		fmt.Fprintf(&b, "  terminationGracePeriodSeconds: %d\n", s.TerminationGracePeriodSeconds)
 	}
 	fmt.Fprintf(&b, "  cpu:\n    cores: %d\n    coreFraction: %s\n  memory:\n    size: %s\n", s.Cores, s.CoreFraction, s.Memory)
-	fmt.Fprintf(&b, "  blockDeviceRefs:\n    - kind: VirtualDisk\n      name: %s\n", s.Disk)
+	if s.Disk != "" {
+		fmt.Fprintf(&b, "  blockDeviceRefs:\n    - kind: VirtualDisk\n      name: %s\n", s.Disk)
+	} else {
+		fmt.Fprintf(&b, "  blockDeviceRefs:\n    - kind: ClusterVirtualImage\n      name: %s\n", s.Image)
+	}
 	if s.UserData != "" {
 		fmt.Fprintf(&b, "  provisioning:\n    type: UserData\n    userData: |\n%s", indent(s.UserData, "      "))
 	}
 	return b.String()
 }
 
-// Manifest is the class, the disk and the machine, as one multi-document YAML.
+// Manifest is the class, the disk (if any) and the machine, as one multi-document YAML.
 func (s Spec) Manifest() string {
-	return strings.Join([]string{s.ClassYAML(), s.DiskYAML(), s.MachineYAML()}, "---\n")
+	docs := []string{s.ClassYAML()}
+	if s.Disk != "" {
+		docs = append(docs, s.DiskYAML())
+	}
+	return strings.Join(append(docs, s.MachineYAML()), "---\n")
 }
 
 func indent(text, prefix string) string {

@@ -21,9 +21,15 @@ func TestManifests(t *testing.T) {
 		{name: "named class, RWX class, migration policy", spec: Spec{Name: "vm", Namespace: "ns", Class: "c", Disk: "d", DiskSize: "64Mi", StorageClass: "rwx", Image: "img",
 			RunPolicy: "Manual", Cores: 1, CoreFraction: "100%", Memory: "128Mi", LiveMigrationPolicy: "PreferSafe", TerminationGracePeriodSeconds: 30},
 			want: map[string]string{"VirtualDisk": "storageClassName: rwx", "VirtualMachine": "virtualMachineClassName: c"}},
+		{name: "booting from the image", spec: Spec{Name: "vm", Namespace: "ns", Class: "c", Image: "img", RunPolicy: "AlwaysOn", Cores: 1, CoreFraction: "100%", Memory: "128Mi"},
+			want: map[string]string{"VirtualMachine": "- kind: ClusterVirtualImage\n      name: img"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, doc := range strings.Split(tc.spec.Manifest(), "---\n") {
+			docs := strings.Split(tc.spec.Manifest(), "---\n")
+			if want := 2 + min(len(tc.spec.Disk), 1); len(docs) != want {
+				t.Fatalf("%d documents, want %d", len(docs), want)
+			}
+			for _, doc := range docs {
 				var obj map[string]any
 				if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 					t.Fatalf("%v\n%s", err, doc)
