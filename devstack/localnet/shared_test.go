@@ -11,9 +11,9 @@ import (
 )
 
 // Two hosts share an address, as the two Pods of a migrating VM: a peer reaches the holder only
-// (the sharer keeps it silent) while the holder lives, the sharer cannot claim it then, and once
-// the holder is gone the sharer claims it and the peer reaches the sharer at once. The sharer has
-// an address of its own all along.
+// while it lives, the holder and the sharer talk to each other (a migration goes between them),
+// the sharer cannot claim the address then, and once the holder is gone the sharer claims it and
+// the peer reaches the sharer at once. The sharer has an address of its own all along.
 func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces")
@@ -45,7 +45,7 @@ func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sharer, err := n.AddSharingHost(name("sharer"), want)
+	sharer, err := n.AddHost(name("sharer"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +54,19 @@ func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
 	}
 	addr := netip.AddrPortFrom(want, 8080).String()
 	serveName(t, holder, addr, "holder")
-	serveName(t, sharer, addr, "sharer")
-	serveName(t, sharer, netip.AddrPortFrom(sharer.IP, 8080).String(), "sharer-own")
+	serveName(t, sharer, ":8080", "sharer") // its own address now, the shared one once claimed
 
 	for range 3 {
 		if got := ask(t, peer, addr); got != "holder" {
 			t.Fatalf("the peer reached %q at %s, want the holder while it lives", got, want)
 		}
 	}
-	if got := ask(t, peer, netip.AddrPortFrom(sharer.IP, 8080).String()); got != "sharer-own" {
+	if got := ask(t, peer, netip.AddrPortFrom(sharer.IP, 8080).String()); got != "sharer" {
 		t.Fatalf("the sharer's own address answers %q", got)
+	}
+	// The holder's packets come from the shared address: the sharer must take them.
+	if got := ask(t, holder, netip.AddrPortFrom(sharer.IP, 8080).String()); got != "sharer" {
+		t.Fatalf("from the holder, the sharer's own address answers %q", got)
 	}
 	if ok, err := n.ClaimShared(sharer.Name, want); ok || err != nil {
 		t.Fatalf("claimed while the holder lives: %v, %v", ok, err)
@@ -86,11 +89,11 @@ func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
 
 	// The way back (an Evict after a Migrate): the sharer holds want on its eth0 beside its own
 	// address, and a new sharer waits for it in turn.
-	back, err := n.AddSharingHost(name("back"), want)
+	back, err := n.AddHost(name("back"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveName(t, back, addr, "back")
+	serveName(t, back, ":8080", "back")
 	if ok, err := n.ClaimShared(back.Name, want); ok || err != nil {
 		t.Fatalf("claimed while the first sharer holds it: %v, %v", ok, err)
 	}

@@ -34,8 +34,8 @@ const RequestedIPAnnotation = "cni.cilium.io/ipAddress"
 
 // SharePriorityLabel is the reference module's label for Pods that may share a requested address
 // (the two Pods of a migrating VM): a Pod with it whose requested address another host holds
-// starts with an address of its own and the shared one silent, and takes the shared one over
-// when its holder is gone (localnet.ClaimShared). The priorities themselves are not compared:
+// starts with an address of its own, and takes the shared one over when its holder is gone
+// (localnet.ClaimShared). The priorities themselves are not compared:
 // the holder keeps the address as long as it lives, which is how the two Pods of a migration
 // end (the source Pod is deleted once the guest runs on the target).
 const SharePriorityLabel = "network.deckhouse.io/pod-common-ip-priority"
@@ -95,7 +95,7 @@ func (r *podRuntime) setupSandbox(ctx context.Context) error {
 		}
 		h, err := r.p.net.AddHostAt(name, want)
 		if _, shares := pod.Labels[SharePriorityLabel]; shares && errors.Is(err, localnet.ErrAddrTaken) {
-			h, err = r.p.net.AddSharingHost(name, want)
+			h, err = r.p.net.AddHost(name)
 			r.state.SharedIP = want.String()
 		}
 		if err != nil {
