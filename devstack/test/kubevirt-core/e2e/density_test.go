@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func BenchmarkVMStartDensity(b *testing.B) {
 		b.ReportMetric(core.p95.Seconds(), "core-p95-s")
 		b.ReportMetric(vms.p50.Seconds(), "friendly-p50-s")
 		b.ReportMetric(vms.p95.Seconds(), "friendly-p95-s")
-		b.ReportMetric(core.perStart(core.writes.vmi), "vmi-writes/start")
+		b.ReportMetric(core.perStart(core.writes.vmi()), "vmi-writes/start")
 		b.ReportMetric(core.perStart(core.writes.core()), "vm+vmi+pod-writes/start")
 		b.ReportMetric(vms.perStart(vms.writes.friendly()), "friendly-vm+vmip-writes/start")
 		b.ReportMetric(vms.perStart(vms.writes.core()+vms.writes.friendly()), "friendly-all-writes/start")
@@ -116,10 +117,11 @@ func BenchmarkVMStartDensity(b *testing.B) {
 			"  friendly VMs: create-to-Running p50 %.1fs p95 %.1fs; writes per start %.1f on the VM, its address and lease, %.1f with VM+VMI+Pod\n"+
 			"  friendly - core: p50 %+.1fs, p95 %+.1fs (TARGET within 1 s: %s)",
 			densityVMs, len(c.nodes),
-			core.p50.Seconds(), core.p95.Seconds(), core.perStart(core.writes.vmi), core.perStart(core.writes.core()),
+			core.p50.Seconds(), core.p95.Seconds(), core.perStart(core.writes.vmi()), core.perStart(core.writes.core()),
 			vms.p50.Seconds(), vms.p95.Seconds(), vms.perStart(vms.writes.friendly()), vms.perStart(vms.writes.core()+vms.writes.friendly()),
 			(vms.p50 - core.p50).Seconds(), (vms.p95 - core.p95).Seconds(),
 			met(vms.p50-core.p50 <= time.Second && vms.p95-core.p95 <= time.Second))
+		b.Logf("writes per start by resource:\n  core VMs:     %s\n  friendly VMs: %s", core.writes, vms.writes)
 	}
 }
 
@@ -214,43 +216,92 @@ func createYAMLErr(ctx context.Context, c client.Client, manifest string) error 
 	return nil
 }
 
-// writes counts the apiserver's write requests by resource: the core's VM, VMI and Pods, and the
-// friendly VirtualMachines with their addresses and leases.
-type writes struct{ vmi, vm, pod, friendlyVM, vmip, lease int }
+// writes counts the apiserver's write requests (POST, PUT, PATCH, DELETE) by resource and
+// subresource ("virtualmachines/status"): the core's VM, VMI and Pods, and the friendly
+// VirtualMachines with their addresses and leases.
+type writes map[string]int
 
-func (w writes) core() int     { return w.vmi + w.vm + w.pod }
-func (w writes) friendly() int { return w.friendlyVM + w.vmip + w.lease }
+// The resources counted, by group.
+const internalGroup, friendlyGroup = "internal.virtualization.deckhouse.io", "virtualization.deckhouse.io"
 
-func (w writes) minus(o writes) writes {
-	return writes{w.vmi - o.vmi, w.vm - o.vm, w.pod - o.pod, w.friendlyVM - o.friendlyVM, w.vmip - o.vmip, w.lease - o.lease}
+var (
+	coreResources     = map[string]string{"internalvirtualizationvirtualmachineinstances": internalGroup, "internalvirtualizationvirtualmachines": internalGroup, "pods": ""}
+	friendlyResources = map[string]string{"virtualmachines": friendlyGroup, "virtualmachineipaddresses": friendlyGroup, "virtualmachineipaddressleases": friendlyGroup}
+)
+
+func (w writes) sum(resources map[string]string) int {
+	n := 0
+	for k, v := range w {
+		if _, ok := resources[strings.SplitN(k, "/", 2)[0]]; ok {
+			n += v
+		}
+	}
+	return n
 }
 
-// writeCounts reads apiserver_request_total for writes (POST, PUT, PATCH, DELETE) on the
-// renamed VM and VMI resources, on Pods, and on the friendly kinds, subresources included.
+func (w writes) vmi() int {
+	return w["internalvirtualizationvirtualmachineinstances"] + w["internalvirtualizationvirtualmachineinstances/status"]
+}
+func (w writes) core() int     { return w.sum(coreResources) }
+func (w writes) friendly() int { return w.sum(friendlyResources) }
+
+func (w writes) minus(o writes) writes {
+	out := writes{}
+	for k, v := range w {
+		if d := v - o[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// String lists the counts by resource, most first.
+func (w writes) String() string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return w[keys[i]] > w[keys[j]] || w[keys[i]] == w[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.1f", k, float64(w[k])/densityVMs)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeCounts reads apiserver_request_total for writes on the counted resources.
 func writeCounts(ctx context.Context, kube kubernetes.Interface) (writes, error) {
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return writes{}, fmt.Errorf("apiserver metrics: %w", err)
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
 	}
 	families, err := parseMetrics(bytes.NewReader(raw))
 	if err != nil {
-		return writes{}, fmt.Errorf("apiserver metrics: %w", err)
+		return nil, fmt.Errorf("apiserver metrics: %w", err)
 	}
-	requests := families["apiserver_request_total"]
-	count := func(group, resource string) int {
-		var n float64
-		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"} {
-			n += sampleValue(requests, map[string]string{"verb": verb, "group": group, "resource": resource})
+	out := writes{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
 		}
-		return int(n)
+		switch l["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		group, core := coreResources[l["resource"]]
+		if !core {
+			group = friendlyResources[l["resource"]]
+		}
+		if _, friendly := friendlyResources[l["resource"]]; (!core && !friendly) || l["group"] != group {
+			continue
+		}
+		key := l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		out[key] += int(m.GetCounter().GetValue())
 	}
-	const internal, friendly = "internal.virtualization.deckhouse.io", "virtualization.deckhouse.io"
-	return writes{
-		vmi:        count(internal, "internalvirtualizationvirtualmachineinstances"),
-		vm:         count(internal, "internalvirtualizationvirtualmachines"),
-		pod:        count("", "pods"),
-		friendlyVM: count(friendly, "virtualmachines"),
-		vmip:       count(friendly, "virtualmachineipaddresses"),
-		lease:      count(friendly, "virtualmachineipaddressleases"),
-	}, nil
+	return out, nil
 }
