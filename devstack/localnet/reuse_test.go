@@ -18,26 +18,8 @@ import (
 // the peer's neighbour table. The network is a bridge of its own with a subnet of five addresses,
 // so that the round-robin allocator comes back to the freed address within the test.
 func TestReusedAddressReachesTheNewHolderAtOnce(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
+	n := privateNet(t, "d8vt", "10.213.%d.0/29")
 	pid := os.Getpid()
-	n := Net{
-		Bridge:   fmt.Sprintf("d8vt%d", pid%1000000),
-		Subnet:   netip.MustParsePrefix(fmt.Sprintf("10.213.%d.0/29", 100+pid%100)),
-		StateDir: t.TempDir(),
-	}
-	t.Cleanup(func() {
-		hosts, _ := n.Hosts()
-		for _, h := range hosts {
-			if err := n.DeleteHost(h.Name); err != nil {
-				t.Error(err)
-			}
-		}
-		if err := n.DeleteBridge(); err != nil {
-			t.Error(err)
-		}
-	})
 	add := func(role string) Host {
 		t.Helper()
 		h, err := n.AddHost(fmt.Sprintf("reuse-%s-%d", role, pid))
@@ -82,6 +64,34 @@ func TestReusedAddressReachesTheNewHolderAtOnce(t *testing.T) {
 	if got := neighbour(t, peer, old.IP); got.String() != newMAC.String() {
 		t.Errorf("peer's neighbour entry for %s is %s, want the new holder's %s", old.IP, got, newMAC)
 	}
+}
+
+// privateNet is a network of its own for a test (root only): bridge prefix+pid, and subnet, a
+// pattern whose %d the pid picks, so that parallel test binaries do not meet; every host and the
+// bridge go when the test ends.
+func privateNet(t *testing.T, prefix, subnet string) Net {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	pid := os.Getpid()
+	n := Net{
+		Bridge:   fmt.Sprintf("%s%d", prefix, pid%1000000),
+		Subnet:   netip.MustParsePrefix(fmt.Sprintf(subnet, 100+pid%100)),
+		StateDir: t.TempDir(),
+	}
+	t.Cleanup(func() {
+		hosts, _ := n.Hosts()
+		for _, h := range hosts {
+			if err := n.DeleteHost(h.Name); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := n.DeleteBridge(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
 }
 
 func serve(t *testing.T, h Host, addr string) {

@@ -15,26 +15,8 @@ import (
 // the sharer cannot claim the address then, and once the holder is gone the sharer claims it and
 // the peer reaches the sharer at once. The sharer has an address of its own all along.
 func TestSharedAddressMovesToTheSharerWhenTheHolderGoes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
+	n := privateNet(t, "d8vs", "10.214.%d.0/28")
 	pid := os.Getpid()
-	n := Net{
-		Bridge:   fmt.Sprintf("d8vs%d", pid%1000000),
-		Subnet:   netip.MustParsePrefix(fmt.Sprintf("10.214.%d.0/28", 100+pid%100)),
-		StateDir: t.TempDir(),
-	}
-	t.Cleanup(func() {
-		hosts, _ := n.Hosts()
-		for _, h := range hosts {
-			if err := n.DeleteHost(h.Name); err != nil {
-				t.Error(err)
-			}
-		}
-		if err := n.DeleteBridge(); err != nil {
-			t.Error(err)
-		}
-	})
 	name := func(role string) string { return fmt.Sprintf("share-%s-%d", role, pid) }
 	peer, err := n.AddHost(name("peer"))
 	if err != nil {
