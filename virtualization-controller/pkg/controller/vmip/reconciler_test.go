@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
@@ -232,6 +233,32 @@ func TestMachineGetsItsAddress(t *testing.T) {
 	var list v1alpha2.VirtualMachineIPAddressList
 	if err := w.c.List(context.Background(), &list); err != nil || len(list.Items) != 2 {
 		t.Fatalf("addresses: %d, %v (vm2 names its own, so none is created for it)", len(list.Items), err)
+	}
+}
+
+// A machine's address is created once, however often the machine changes (its status changes
+// bring the machine reconciler back each time): no create is sent for an address that exists.
+func TestMachineAddressCreatedOnce(t *testing.T) {
+	w := newWorld(t, "10.66.10.0/24")
+	w.create(&v1alpha2.VirtualMachine{ObjectMeta: metavOf("vm1")})
+	creates := 0
+	counted := interceptor.NewClient(w.c.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			creates++
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	r := NewMachineReconciler(counted)
+	for range 5 {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "vm1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if creates != 1 {
+		t.Errorf("%d creates for five reconciles, want 1", creates)
+	}
+	if v := w.vmip("vm1"); v.Name != "vm1" {
+		t.Errorf("address %+v", v.ObjectMeta)
 	}
 }
 

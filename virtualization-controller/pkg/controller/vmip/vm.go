@@ -33,7 +33,9 @@ func (r *MachineReconciler) SetupWithManager(mgr manager.Manager) error {
 		Complete(r)
 }
 
-// Reconcile creates the machine's address when it has none.
+// Reconcile creates the machine's address when it has none. The address is looked up in the
+// cache first: a machine's every status change brings it here, and a create that the apiserver
+// refuses as AlreadyExists is a write all the same (several per start, before this look).
 func (r *MachineReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	vm := &v1alpha2.VirtualMachine{}
 	if err := r.client.Get(ctx, req.NamespacedName, vm); err != nil {
@@ -43,7 +45,14 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, nil
 	}
 	vmip := ImplicitAddress(vm)
-	err := r.client.Create(ctx, vmip)
+	err := r.client.Get(ctx, client.ObjectKeyFromObject(vmip), &v1alpha2.VirtualMachineIPAddress{})
+	if err == nil {
+		return reconcile.Result{}, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("read the address of the machine: %w", err)
+	}
+	err = r.client.Create(ctx, vmip)
 	if apierrors.IsAlreadyExists(err) {
 		return reconcile.Result{}, nil
 	}
