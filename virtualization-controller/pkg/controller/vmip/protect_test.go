@@ -7,9 +7,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmipcondition"
+	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
 func TestDecideProtection(t *testing.T) {
@@ -102,5 +105,53 @@ func TestAddressOutlivesItsMachine(t *testing.T) {
 	v := w.vmip("mine")
 	if len(v.Finalizers) != 0 || v.Status.Phase != v1alpha2.VirtualMachineIPAddressPhaseBound || v.Status.Address != addr {
 		t.Fatalf("address after its machine went: finalizers %v, status %+v (had %s)", v.Finalizers, v.Status, addr)
+	}
+}
+
+// TestProtectionOnAStaleCache: a protection decided on an address the cache has not seen change
+// sends its patch once, conflicts, and ends the reconcile without an error (the watch brings the
+// newer address, decided again), so no retry piles up conflicting writes; the next look adds it.
+func TestProtectionOnAStaleCache(t *testing.T) {
+	w := newWorld(t, "10.66.10.0/24")
+	ctx := context.Background()
+	w.create(&v1alpha2.VirtualMachine{ObjectMeta: metavOf("vm1"), Spec: v1alpha2.VirtualMachineSpec{VirtualMachineIPAddressName: "mine"}})
+	w.create(address("mine", v1alpha2.VirtualMachineIPAddressTypeAuto, "", ""))
+	stale := w.vmip("mine")
+	fresh := stale.DeepCopy()
+	fresh.Labels = map[string]string{"changed": "since"}
+	if err := w.c.Update(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	patches := 0
+	lagging := interceptor.NewClient(w.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if v, ok := obj.(*v1alpha2.VirtualMachineIPAddress); ok && key.Name == "mine" {
+				stale.DeepCopyInto(v)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	rng, err := ipam.ParseRange([]string{"10.66.10.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewAddressReconciler(lagging, lagging, rng, w.clock, w.recorder)
+	if _, err := r.Reconcile(ctx, req("ns", "mine")); err != nil {
+		t.Fatalf("a reconcile on the stale address: %v", err)
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want the one that conflicted", patches)
+	}
+	if f := w.vmip("mine").Finalizers; len(f) != 0 {
+		t.Errorf("finalizers %v written over the newer address", f)
+	}
+	w.settle()
+	if f := w.vmip("mine").Finalizers; !strings.Contains(strings.Join(f, ","), FinalizerProtection) {
+		t.Errorf("finalizers %v after the next look, want the protection", f)
 	}
 }

@@ -144,6 +144,12 @@ func (r *AddressReconciler) protect(ctx context.Context, vmip *v1alpha2.VirtualM
 		controllerutil.RemoveFinalizer(vmip, FinalizerProtection)
 	}
 	if err := r.client.Patch(ctx, vmip, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			// Decided on a cache that lags behind the address: the watch brings the newer one,
+			// which is decided again (an error would retry at once, conflicting again).
+			log.FromContext(ctx).V(1).Info("protection decided on a stale address", "step", p.String())
+			return nil
+		}
 		return client.IgnoreNotFound(fmt.Errorf("%s protection finalizer: %w", p, err))
 	}
 	log.FromContext(ctx).Info("protection", "step", p.String(), "virtualMachine", vm)
