@@ -18,6 +18,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -229,7 +230,9 @@ func checkServiceAccounts(t *testing.T, ctx context.Context, st *stack) {
 				comp = c
 			}
 		}
-		if comp == "" {
+		if comp == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			// A Pod of the rollout before, on its way out (its volumes may be gone already), or
+			// one not started yet.
 			continue
 		}
 		seen[comp] = true
