@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -94,12 +95,19 @@ func TestVMILauncherPodPhasesAndPodLoss(t *testing.T) {
 	ns := fx.env.Namespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
 	vmi := newVMI(ns, "web")
+	// A named model and required features ask the launcher Pod for nodes the labeller labelled so.
+	vmi.Spec.Domain.CPU = &kubevirtv1.CPU{Model: "Westmere", Features: []kubevirtv1.CPUFeature{{Name: "aes", Policy: "require"}, {Name: "vmx", Policy: "disable"}}}
 	if err := fx.client.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
 
 	var pod corev1.Pod
 	eventually(t, "launcher pod created", oneLauncher(fx, vmi, &pod))
+	wantSel := map[string]string{"d8virt.test/nowhere": ns, kubevirtv1.NodeSchedulable: "true",
+		kubevirtv1.CPUModelLabel + "Westmere": "true", kubevirtv1.CPUFeatureLabel + "aes": "true"}
+	if !maps.Equal(pod.Spec.NodeSelector, wantSel) {
+		t.Errorf("node selector %v, want %v", pod.Spec.NodeSelector, wantSel)
+	}
 	if pod.GenerateName != "virt-launcher-web-" || pod.Labels[kubevirtv1.AppLabel] != "virt-launcher" ||
 		pod.Labels[kubevirtv1.VirtualMachineNameLabel] != "web" || pod.Labels["app"] != "web" ||
 		pod.Annotations[kubevirtv1.DomainAnnotation] != "web" || pod.Annotations["kubectl.kubernetes.io/default-container"] != "compute" {
@@ -125,6 +133,10 @@ func TestVMILauncherPodPhasesAndPodLoss(t *testing.T) {
 	direct, err := fx.env.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The selector names the node labels as the cluster holds them (the labeller's, renamed).
+	if direct.Spec.NodeSelector["cpu-feature.node.virtualization.deckhouse.io/aes"] != "true" {
+		t.Errorf("stored node selector %v", direct.Spec.NodeSelector)
 	}
 	if direct.Labels[internalAppLabel] != "virt-launcher" || direct.Labels[internalCreatedByLabel] != string(vmi.UID) ||
 		direct.Labels[internalVMNameLabel] != "web" || direct.Labels[kubevirtv1.CreatedByLabel] != "" ||

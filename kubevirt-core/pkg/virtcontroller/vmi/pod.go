@@ -161,16 +161,6 @@ func launcherAnnotations(vmi *kubevirtv1.VirtualMachineInstance) map[string]stri
 	return ann
 }
 
-func launcherNodeSelector(vmi *kubevirtv1.VirtualMachineInstance) map[string]string {
-	sel := map[string]string{}
-	for k, v := range vmi.Spec.NodeSelector {
-		sel[k] = v
-	}
-	// Set last: only nodes whose virt-handler is alive may run VMs, whatever the VMI asks.
-	sel[kubevirtv1.NodeSchedulable] = "true"
-	return sel
-}
-
 // LauncherConfig is how virt-controller is configured to shape launcher Pods.
 type LauncherConfig struct {
 	// Image is the image of the compute container.
