@@ -9,8 +9,8 @@ import (
 // adds to the VM API: the defaulting webhook is wired (its caBundle set by the controller, the
 // VM's cleanup finalizer put on at creation), the class generic is installed (not the default
 // with the local values), the launch durations of the start are in status.stats, the class
-// without sizing policies leaves no SizingPolicyMatched condition, and `kubectl get vm -o wide`
-// has the Migratable column.
+// without sizing policies leaves no SizingPolicyMatched condition, `kubectl get vm -o wide`
+// has the Migratable column, and Migratable is False for the disk on a ReadWriteOnce claim.
 func checkVMStatus(t *testing.T, st *stack, kc string) {
 	t.Helper()
 	t.Log("the VM API: defaulting webhook, class generic, launch durations, Migratable column")
@@ -43,5 +43,11 @@ func checkVMStatus(t *testing.T, st *stack, kc string) {
 	}
 	if out := get("-n", "default", "vm", "module-e2e", "-o", "wide"); !strings.Contains(out, "MIGRATABLE") {
 		t.Errorf("kubectl get vm -o wide has no MIGRATABLE:\n%s", out)
+	}
+	// Its disk's claim is ReadWriteOnce (the default StorageClass): the core's LiveMigratable
+	// says so, and the VM passes it on.
+	st.kubectl(t, kc, "-n", "default", "wait", "vm/module-e2e", "--for=jsonpath={.status.conditions[?(@.type=='Migratable')].status}=False", "--timeout=1m")
+	if got := get("-n", "default", "vm/module-e2e", "-o", "jsonpath={.status.conditions[?(@.type=='Migratable')].message}"); !strings.Contains(got, "is not shared, live migration requires that all PVCs must be shared") {
+		t.Errorf("Migratable message %q", got)
 	}
 }

@@ -150,7 +150,7 @@ func run(ctx context.Context, log *slog.Logger, listen, certFile, keyFile, metri
 			}
 			metrics.Admissions.WithLabelValues(path, decision).Inc()
 		}
-		hookServer := &webhooks.Server{Presets: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks"), Decided: decided}
+		hookServer := &webhooks.Server{Reader: c, SystemUsers: hooks.systemUsers, Log: log.With("server", "webhooks"), Decided: decided}
 		servers = append(servers, &http.Server{
 			Addr:              hooks.listen,
 			Handler:           metrics.Instrument("webhooks", apimetrics.WebhookRoute(virtapicontract.WebhookPaths...), hookServer.Handler()),

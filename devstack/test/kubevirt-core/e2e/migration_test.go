@@ -89,6 +89,11 @@ func TestLiveMigration(t *testing.T) {
 	}
 	sourcePod := pods[0]
 	t.Logf("VMI runs on %s in %s", source, sourcePod.Name)
+	// A containerDisk and cloud-init are made again on the target: virt-handler calls it
+	// LiveMigratable.
+	if !vmi.IsMigratable() {
+		t.Errorf("the running VMI is not LiveMigratable: %+v", vmi.Status.Conditions)
+	}
 
 	t.Log("state in the guest's shell: a variable and a file")
 	con := openConsole(t, c, ns, vm.Name)

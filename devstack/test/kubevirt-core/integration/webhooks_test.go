@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,7 +43,7 @@ func startWebhooks(t *testing.T, fx *fixture, ns string) {
 	ctx := testenv.Context(t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	srv := &webhooks.Server{Presets: fx.client, SystemUsers: map[string]bool{}, Log: log}
+	srv := &webhooks.Server{Reader: fx.client, SystemUsers: map[string]bool{}, Log: log}
 	compCert, _ := testenv.ServingCert(t, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
 	compLn, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{compCert}})
 	if err != nil {
@@ -228,6 +230,36 @@ func TestWebhooks(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("a migration of a VMI that cannot migrate live is denied with the condition's words", func(t *testing.T) {
+		vmi := newVMI(ns, "pinned")
+		if err := c.Create(ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+		const want = "Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC root is not shared"
+		n := 0
+		// The condition is virt-handler's; here the test sets it (again, should the VMI's
+		// controller write the status in between).
+		eventually(t, "migration denied", func(ctx context.Context) error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(vmi), vmi); err != nil {
+				return err
+			}
+			vmi.Status.Conditions = append(vmi.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+				Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionFalse,
+				Reason: kubevirtv1.VirtualMachineInstanceReasonDisksNotMigratable, Message: "cannot migrate VMI: PVC root is not shared"})
+			if err := c.Update(ctx, vmi); err != nil { // VMIs have no status subresource
+				return err
+			}
+			n++
+			m := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pinned-%d", n)},
+				Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: "pinned"}}
+			err := c.Create(ctx, m)
+			if err == nil || !strings.Contains(err.Error(), "denied the request: "+want) {
+				return fmt.Errorf("create a migration: %v, want the message %q", err, want)
+			}
+			return nil
+		})
 	})
 
 	t.Run("VMI spec update by a user is denied", func(t *testing.T) {

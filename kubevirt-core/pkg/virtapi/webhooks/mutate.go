@@ -373,7 +373,7 @@ func (s *Server) mutateVMI(ctx context.Context, req *admissionv1.AdmissionReques
 		ns = req.Namespace
 	}
 	var presets kubevirtv1.VirtualMachineInstancePresetList
-	if err := s.Presets.List(ctx, &presets, client.InNamespace(ns)); err != nil {
+	if err := s.Reader.List(ctx, &presets, client.InNamespace(ns)); err != nil {
 		return failed(http.StatusInternalServerError, fmt.Errorf("list presets in %s: %w", ns, err))
 	}
 	res, err := ApplyPresets(&vmi, presets.Items)

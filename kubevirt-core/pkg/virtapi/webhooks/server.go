@@ -28,9 +28,9 @@ const (
 
 // Server answers AdmissionReviews.
 type Server struct {
-	// Presets lists VirtualMachineInstancePresets (kubevirt.io, through the rewriter) for the VMI
-	// mutator.
-	Presets client.Reader
+	// Reader reads kubevirt.io objects through the rewriter: the VirtualMachineInstancePresets
+	// for the VMI mutator, the VMI a migration would move.
+	Reader client.Reader
 	// SystemUsers may change a VMI's spec after creation; KubeVirt allows only its own service
 	// accounts, because spec changes must go through its subresources.
 	SystemUsers map[string]bool

@@ -3,15 +3,19 @@ package webhooks
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // cloudInitUserMaxLen is KubeVirt's limit on inline cloud-init user data (decoded), which keeps
@@ -351,12 +355,37 @@ func (s *Server) validateVMIRS(_ context.Context, req *admissionv1.AdmissionRequ
 	return verdict(ValidateVMIRSSpec(field.NewPath("spec"), &rs.Spec))
 }
 
-func (s *Server) validateMigration(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+func (s *Server) validateMigration(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	var m kubevirtv1.VirtualMachineInstanceMigration
 	if err := decodeObject(req.Object.Raw, &m); err != nil {
 		return failed(http.StatusBadRequest, err)
 	}
-	return verdict(ValidateMigrationSpec(field.NewPath("spec"), &m.Spec))
+	if causes := ValidateMigrationSpec(field.NewPath("spec"), &m.Spec); len(causes) > 0 || req.Operation != admissionv1.Create {
+		return verdict(causes)
+	}
+	// A VMI that is not there passes: the migration controller fails the migration, saying so.
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	switch err := s.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: m.Spec.VMIName}, vmi); {
+	case apierrors.IsNotFound(err):
+		return allow()
+	case err != nil:
+		return failed(http.StatusInternalServerError, fmt.Errorf("read the VMI %s: %w", m.Spec.VMIName, err))
+	}
+	if msg := NotMigratable(vmi); msg != "" {
+		return failed(http.StatusBadRequest, errors.New(msg))
+	}
+	return allow()
+}
+
+// NotMigratable is KubeVirt's refusal of a migration of a VMI whose LiveMigratable condition is
+// False (empty when it may migrate).
+func NotMigratable(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceIsMigratable && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("Cannot migrate VMI, Reason: %s, Message: %s", c.Reason, c.Message)
+		}
+	}
+	return ""
 }
 
 func (s *Server) validatePreset(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -384,8 +386,13 @@ func TestHandler(t *testing.T) {
 	}
 	p := preset("small", map[string]string{"size": "s"}, kubevirtv1.DomainSpec{CPU: &kubevirtv1.CPU{Cores: 2}})
 	p.Namespace = "ns"
+	pinned := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "pinned", Namespace: "ns"}}
+	pinned.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceIsMigratable,
+		Status: corev1.ConditionFalse, Reason: "DisksNotLiveMigratable", Message: "cannot migrate VMI: PVC root is not shared"}}
+	free := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "free", Namespace: "ns"}}
+	free.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}}
 	s := &Server{
-		Presets:     fake.NewClientBuilder().WithScheme(scheme).WithObjects(&p).Build(),
+		Reader:      fake.NewClientBuilder().WithScheme(scheme).WithObjects(&p, pinned, free).Build(),
 		SystemUsers: map[string]bool{"system:serviceaccount:kubevirt:kubevirt-controller": true},
 		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -432,6 +439,23 @@ func TestHandler(t *testing.T) {
 	upd.UserInfo.Username = "system:serviceaccount:kubevirt:kubevirt-controller"
 	if resp := review(t, h, virtapicontract.PathVMIUpdate, upd); !resp.Allowed {
 		t.Fatalf("system update %+v", resp.Result)
+	}
+
+	// A migration of a VMI that is not LiveMigratable is refused with the condition's words; of
+	// one that is, or of one that is not there (the controller fails that migration), allowed.
+	for i, tc := range []struct {
+		vmi, want string
+	}{
+		{"pinned", "Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC root is not shared"},
+		{"free", ""},
+		{"nobody", ""},
+	} {
+		m := &kubevirtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"},
+			Spec: kubevirtv1.VirtualMachineInstanceMigrationSpec{VMIName: tc.vmi}}
+		resp := review(t, h, virtapicontract.PathMigration, admissionv1.AdmissionRequest{UID: types.UID(fmt.Sprint("m", i)), Operation: admissionv1.Create, Namespace: "ns", Object: raw(t, m)})
+		if tc.want == "" && !resp.Allowed || tc.want != "" && (resp.Allowed || resp.Result.Message != tc.want || resp.Result.Code != http.StatusBadRequest) {
+			t.Errorf("migration of %s: %+v %+v, want %q", tc.vmi, resp.Allowed, resp.Result, tc.want)
+		}
 	}
 
 	rec := httptest.NewRecorder()

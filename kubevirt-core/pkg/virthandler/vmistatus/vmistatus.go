@@ -97,6 +97,7 @@ func Compute(vmi *kubevirtv1.VirtualMachineInstance, pod *corev1.Pod, dom *launc
 				Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue,
 			}, now)
 		}
+		st.Conditions = vmicond.Set(st.Conditions, LiveMigratable(vmi), now)
 		st.Interfaces = interfaces(vmi, pod, dom)
 		guestAgent(&st, dom, metav1.NewTime(now.Truncate(time.Second)))
 	}

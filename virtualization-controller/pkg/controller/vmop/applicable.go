@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/api/core/v1alpha2/vmcondition"
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
 )
 
@@ -69,7 +72,7 @@ func MachinePhase(vm *v1alpha2.VirtualMachine) v1alpha2.MachinePhase {
 }
 
 // checkApplicable is nil when op may run on vm now, else why not: the run policy first, then the
-// phase, then (for migrations) the live migration policy.
+// phase, then (for migrations) the live migration policy and the Migratable condition.
 func checkApplicable(op *v1alpha2.VirtualMachineOperation, vm *v1alpha2.VirtualMachine) *refusal {
 	r, ok := rules[op.Spec.Type]
 	if !ok {
@@ -88,6 +91,10 @@ func checkApplicable(op *v1alpha2.VirtualMachineOperation, vm *v1alpha2.VirtualM
 	if isMigration(op) {
 		if msg := checkLiveMigrationPolicy(op, vm); msg != "" {
 			return &refusal{vmopcondition.ReasonNotApplicableForLiveMigrationPolicy, msg}
+		}
+		if c := meta.FindStatusCondition(vm.Status.Conditions, string(vmcondition.TypeMigratable)); c != nil && c.Status == metav1.ConditionFalse {
+			return &refusal{vmopcondition.ReasonOperationFailed,
+				fmt.Sprintf("Operation type %s is not applicable for a VirtualMachine that cannot migrate live: %s", op.Spec.Type, c.Message)}
 		}
 	}
 	return nil

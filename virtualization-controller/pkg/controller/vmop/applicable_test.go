@@ -139,6 +139,28 @@ func TestLiveMigrationPolicy(t *testing.T) {
 	}
 }
 
+func TestNotMigratable(t *testing.T) {
+	for _, typ := range []v1alpha2.VMOPType{v1alpha2.VMOPTypeMigrate, v1alpha2.VMOPTypeEvict} {
+		vm := newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning)
+		vm.Status.Conditions = []metav1.Condition{{Type: "Migratable", Status: metav1.ConditionTrue}}
+		if r := checkApplicable(newOp("op", typ, false), vm); r != nil {
+			t.Errorf("%s of a migratable machine: %+v", typ, r)
+		}
+		vm.Status.Conditions[0].Status, vm.Status.Conditions[0].Message = metav1.ConditionFalse, "cannot migrate VMI: PVC root is not shared"
+		r := checkApplicable(newOp("op", typ, false), vm)
+		want := "Operation type " + string(typ) + " is not applicable for a VirtualMachine that cannot migrate live: cannot migrate VMI: PVC root is not shared"
+		if r == nil || r.reason != vmopcondition.ReasonOperationFailed || r.message != want {
+			t.Errorf("%s of a machine that cannot migrate: %+v", typ, r)
+		}
+	}
+	// Other operations do not care.
+	vm := newVM(v1alpha2.ManualPolicy, v1alpha2.MachineRunning)
+	vm.Status.Conditions = []metav1.Condition{{Type: "Migratable", Status: metav1.ConditionFalse}}
+	if r := checkApplicable(newOp("op", v1alpha2.VMOPTypeRestart, false), vm); r != nil {
+		t.Errorf("Restart: %+v", r)
+	}
+}
+
 func TestCanSupersede(t *testing.T) {
 	types := []struct {
 		typ   v1alpha2.VMOPType
