@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,10 @@ func BenchmarkVMStartDensity(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	// The core VMs request no CPU; a core fraction of 5% asks 50m a VM, so that ten fit on two
@@ -76,7 +81,7 @@ func BenchmarkVMStartDensity(b *testing.B) {
 		if out, err := testenv.KubectlInput(b, c.stack.KubeconfigPath(), "", "create", "namespace", ns); err != nil {
 			b.Fatalf("namespace: %v\n%s", err, out)
 		}
-		core := startBatch(b, ctx, kube,
+		core := startBatch(b, ctx, kube, stageWatch(dyn, ns, coreStageSources),
 			func(j int) error { return kc.Create(ctx, newVM(ns, fmt.Sprintf("vm-%d", j))) },
 			func(j int) (bool, error) {
 				vmi := &kubevirtv1.VirtualMachineInstance{}
@@ -90,7 +95,7 @@ func BenchmarkVMStartDensity(b *testing.B) {
 		if out, err := testenv.KubectlInput(b, c.stack.KubeconfigPath(), "", "create", "namespace", fns); err != nil {
 			b.Fatalf("namespace: %v\n%s", err, out)
 		}
-		vms := startBatch(b, ctx, kube,
+		vms := startBatch(b, ctx, kube, stageWatch(dyn, fns, friendlyStageSources),
 			func(j int) error { return createYAMLErr(ctx, friendly, spec(fns, j).MachineYAML()) },
 			func(j int) (bool, error) {
 				vm := &unstructured.Unstructured{}
@@ -121,6 +126,7 @@ func BenchmarkVMStartDensity(b *testing.B) {
 			vms.p50.Seconds(), vms.p95.Seconds(), vms.perStart(vms.writes.friendly()), vms.perStart(vms.writes.core()+vms.writes.friendly()),
 			(vms.p50 - core.p50).Seconds(), (vms.p95 - core.p95).Seconds(),
 			met(vms.p50-core.p50 <= time.Second && vms.p95-core.p95 <= time.Second))
+		b.Logf("stages, from the first create:\n  core VMs:%s\n  friendly VMs:%s", core.stages, vms.stages)
 		b.Logf("writes per start by resource:\n  core VMs:     %s\n  friendly VMs: %s", core.writes, vms.writes)
 	}
 }
@@ -132,19 +138,32 @@ func met(ok bool) string {
 	return "NOT met"
 }
 
-// batch is what one batch of starts measured: latencies and the writes they cost.
+// batch is what one batch of starts measured: latencies, the writes they cost, and when the
+// stages of the starts were seen.
 type batch struct {
 	p50, p95 time.Duration
 	writes   writes
+	stages   string
+}
+
+// stageWatch starts watching a batch's stages in ns; the watches end with ctx.
+func stageWatch(dyn dynamic.Interface, ns string, sources []stageSource) func(ctx context.Context) (*stageTimes, error) {
+	return func(ctx context.Context) (*stageTimes, error) { return watchStages(ctx, dyn, ns, sources) }
 }
 
 func (r batch) perStart(n int) float64 { return float64(n) / densityVMs }
 
 // startBatch creates densityVMs VMs at once (create(j)) and waits until each runs (running(j)),
-// measuring from the first create.
-func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, create func(j int) error, running func(j int) (bool, error)) batch {
+// measuring from the first create, with the stages of the starts watched.
+func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, watch func(context.Context) (*stageTimes, error), create func(j int) error, running func(j int) (bool, error)) batch {
 	b.Helper()
 	before, err := writeCounts(ctx, kube)
+	if err != nil {
+		b.Fatal(err)
+	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	stages, err := watch(watchCtx)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +191,7 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, cr
 		b.Fatal(err)
 	}
 	sort.Slice(lat, func(x, y int) bool { return lat[x] < lat[y] })
-	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before)}
+	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start)}
 }
 
 // waitFor polls done every 250 ms until it says so, fails, or timeout passes.
