@@ -210,7 +210,11 @@ func runChild(ctx context.Context, e *env, program string, args []string) error 
 	}
 	c := exec.CommandContext(ctx, path, args...)
 	c.Stdin, c.Stdout, c.Stderr = e.streams.In, e.streams.Out, e.streams.ErrOut
-	err = c.Run()
+	return childResult(program, c.Run())
+}
+
+// childResult is the command's result from a child's: its exit code, or why it did not run.
+func childResult(program string, err error) error {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exitError{fmt.Errorf("%s exited with %d", program, exit.ExitCode()), exit.ExitCode()}

@@ -171,13 +171,16 @@ func redial(ctx context.Context, e *env, in *console.Input, dial dialer) io.Read
 func newVNCCommand(e *env) *cobra.Command {
 	var address string
 	var port int
+	var proxyOnly bool
 	cmd := &cobra.Command{
 		Use:   "vnc VM",
-		Short: "Serve a VirtualMachine's VNC on a local port for a VNC viewer",
+		Short: "Open a VirtualMachine's VNC in a viewer, or serve it on a local port",
 		Long: `Listen on a local port and relay each connection to the VirtualMachine's VNC through
-virtualization-api, until Ctrl+C. Point a VNC viewer at the address the command prints. One VNC
-session per VirtualMachine: a second viewer is refused while the first is connected.`,
-		Example:           fmt.Sprintf("  %[1]s vnc myvm\n  %[1]s vnc myvm --port 5901   # then: vncviewer 127.0.0.1::5901", e.name),
+virtualization-api. With a VNC viewer on PATH (remote-viewer, else TigerVNC's vncviewer) the
+command starts it at that port and ends when the viewer does; with --proxy-only, or without a
+viewer, it prints the address for one and serves until Ctrl+C. One VNC session per
+VirtualMachine: a second viewer is refused while the first is connected.`,
+		Example:           fmt.Sprintf("  %[1]s vnc myvm\n  %[1]s vnc myvm --proxy-only --port 5901   # then: vncviewer 127.0.0.1::5901", e.name),
 		Args:              args("VM"),
 		ValidArgsFunction: completeVMs(e),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -192,12 +195,13 @@ session per VirtualMachine: a second viewer is refused while the first is connec
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
 			}
-			fmt.Fprintf(e.streams.Out, "VNC of VirtualMachine %s/%s on %s: point a VNC viewer at it; Ctrl+C ends\n", ns, args[0], l.Addr())
-			return serve(cmd.Context(), e, l, func(ctx context.Context) (io.ReadWriteCloser, error) { return dial(ctx, "vnc") })
+			return serveVNC(cmd.Context(), e, l, fmt.Sprintf("VirtualMachine %s/%s", ns, args[0]), proxyOnly,
+				func(ctx context.Context) (io.ReadWriteCloser, error) { return dial(ctx, "vnc") })
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "local address to listen on")
 	cmd.Flags().IntVar(&port, "port", 0, "local port to listen on (0: a free one)")
+	cmd.Flags().BoolVar(&proxyOnly, "proxy-only", false, "only serve the port, start no viewer")
 	return cmd
 }
 
