@@ -126,7 +126,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		s := ProvisioningStatus(img, p, r.now())
 		if WaitsForUpload(img, p) {
-			s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
+			// The URL appears once the uploader is ready to take the upload.
+			s = UploaderStartingStatus(img, r.now())
+			if podReady(pod) {
+				s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
+			}
 		}
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
 	case StepRecordResult:
@@ -223,7 +227,7 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		if err := r.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("create uploader service: %w", err)
 		}
-		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now()))
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, UploaderStartingStatus(img, r.now()))
 	}
 	s := ProvisioningStatus(img, nil, r.now())
 	if l.Ref != nil {

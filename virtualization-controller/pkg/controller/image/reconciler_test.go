@@ -352,6 +352,29 @@ func TestReconcileUpload(t *testing.T) {
 			if err := w.c.Get(context.Background(), svcKey, svc); err != nil {
 				t.Fatal(err)
 			}
+			// No URL until the uploader is ready: an upload before that would be refused.
+			if img := w.image(); img.Status.Phase != v1alpha2.ImagePending || img.Status.ImageUploadURLs != nil ||
+				condition(img, "Ready").Reason != "ProvisioningNotStarted" {
+				t.Fatalf("status while the uploader starts %+v", img.Status)
+			}
+			w.event("Normal Pending Phase Pending: the uploader is starting")
+			p := w.pod()
+			p.Status.PodIP, p.Status.Phase = "10.66.0.7", corev1.PodRunning
+			if err := w.c.Status().Update(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			w.reconcile()
+			if got := w.image().Status; got.Phase != v1alpha2.ImagePending || got.ImageUploadURLs != nil {
+				t.Fatalf("status with the uploader running, not ready %+v", got)
+			}
+
+			p = w.pod()
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			if err := w.c.Status().Update(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			w.progress.p = importerprogress.Progress{Ratio: -1}
+			w.reconcile()
 			img := w.image()
 			if img.Status.Phase != v1alpha2.ImageWaitForUserUpload || img.Status.ImageUploadURLs == nil ||
 				img.Status.ImageUploadURLs.InCluster != "http://"+svc.Name+".d8-virtualization.svc/upload" ||
@@ -359,17 +382,6 @@ func TestReconcileUpload(t *testing.T) {
 				t.Fatalf("status %+v", img.Status)
 			}
 			w.event("Normal WaitForUserUpload")
-
-			p := w.pod()
-			p.Status.PodIP, p.Status.Phase = "10.66.0.7", corev1.PodRunning
-			if err := w.c.Status().Update(context.Background(), p); err != nil {
-				t.Fatal(err)
-			}
-			w.progress.p = importerprogress.Progress{Ratio: -1}
-			w.reconcile()
-			if got := w.image().Status.Phase; got != v1alpha2.ImageWaitForUserUpload {
-				t.Fatalf("phase %s before the upload", got)
-			}
 			w.progress.p = importerprogress.Progress{Ratio: 0.25, ReadBytes: 1024}
 			w.reconcile()
 			if s := w.image().Status; s.Phase != v1alpha2.ImageProvisioning || s.Progress != "25.0%" {

@@ -51,6 +51,17 @@ func ProvisioningStatus(img Image, p *importerprogress.Progress, now metav1.Time
 	return s
 }
 
+// UploaderStartingStatus: the uploader Pod is not ready yet, so there is no URL to upload to.
+func UploaderStartingStatus(img Image, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImagePending
+	s.ImageUploadURLs = nil
+	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted),
+		"the uploader is starting: the upload URL appears once it is ready")
+	return s
+}
+
 // WaitForUploadStatus: the uploader waits for the user's upload at urls.
 func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.Time) Status {
 	s := copyStatus(img)
