@@ -126,6 +126,10 @@ func BenchmarkVMStartDensity(b *testing.B) {
 			vms.p50.Seconds(), vms.p95.Seconds(), vms.perStart(vms.writes.friendly()), vms.perStart(vms.writes.core()+vms.writes.friendly()),
 			(vms.p50 - core.p50).Seconds(), (vms.p95 - core.p95).Seconds(),
 			met(vms.p50-core.p50 <= time.Second && vms.p95-core.p95 <= time.Second))
+		b.ReportMetric(core.cpu.all, "core-cpu-s/start")
+		b.ReportMetric(vms.cpu.all, "friendly-cpu-s/start")
+		b.Logf("CPU from the first create until all ran (the whole machine, the benchmark's own polling included):\n"+
+			"  core VMs:     %s\n  friendly VMs: %s", core.cpu, vms.cpu)
 		b.Logf("stages, from the first create:\n  core VMs:%s\n  friendly VMs:%s", core.stages, vms.stages)
 		b.Logf("writes per start by resource:\n  core VMs:     %s\n  friendly VMs: %s", core.writes, vms.writes)
 	}
@@ -144,6 +148,7 @@ type batch struct {
 	p50, p95 time.Duration
 	writes   writes
 	stages   string
+	cpu      cpuCost
 }
 
 // stageWatch starts watching a batch's stages in ns; the watches end with ctx.
@@ -167,6 +172,10 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 	if err != nil {
 		b.Fatal(err)
 	}
+	cpuBefore, err := readCPU("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	lat := make([]time.Duration, densityVMs)
 	errs := make([]error, densityVMs)
@@ -181,6 +190,10 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 		})
 	}
 	wg.Wait()
+	cpuAfter, err := readCPU("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
@@ -191,7 +204,7 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 		b.Fatal(err)
 	}
 	sort.Slice(lat, func(x, y int) bool { return lat[x] < lat[y] })
-	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start)}
+	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start), cpu: costSince(cpuBefore, cpuAfter, densityVMs)}
 }
 
 // waitFor polls done every 250 ms until it says so, fails, or timeout passes.
