@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,8 +22,8 @@ import (
 	"github.com/d8virt/devstack/testenv"
 )
 
-// densityVMs is how many VMs BenchmarkVMStartDensity creates at once.
-const densityVMs = 10
+// densityVMs is how many VMs BenchmarkVMStartDensity creates at once (make bench-vms VMS=30).
+var densityVMs = flag.Int("density-vms", 10, "how many VMs BenchmarkVMStartDensity starts at once")
 
 // densityImage is the ClusterVirtualImage the friendly VMs of BenchmarkVMStartDensity boot from.
 const densityImage = "density-guest"
@@ -121,7 +122,7 @@ func BenchmarkVMStartDensity(b *testing.B) {
 			"  core VMs:     create-to-Running p50 %.1fs p95 %.1fs; writes per start %.1f on the VMI, %.1f on VM+VMI+Pod\n"+
 			"  friendly VMs: create-to-Running p50 %.1fs p95 %.1fs; writes per start %.1f on the VM, its address and lease, %.1f with VM+VMI+Pod\n"+
 			"  friendly - core: p50 %+.1fs, p95 %+.1fs (TARGET within 1 s: %s)",
-			densityVMs, len(c.nodes),
+			*densityVMs, len(c.nodes),
 			core.p50.Seconds(), core.p95.Seconds(), core.perStart(core.writes.vmi()), core.perStart(core.writes.core()),
 			vms.p50.Seconds(), vms.p95.Seconds(), vms.perStart(vms.writes.friendly()), vms.perStart(vms.writes.core()+vms.writes.friendly()),
 			(vms.p50 - core.p50).Seconds(), (vms.p95 - core.p95).Seconds(),
@@ -156,7 +157,7 @@ func stageWatch(dyn dynamic.Interface, ns string, sources []stageSource) func(ct
 	return func(ctx context.Context) (*stageTimes, error) { return watchStages(ctx, dyn, ns, sources) }
 }
 
-func (r batch) perStart(n int) float64 { return float64(n) / densityVMs }
+func (r batch) perStart(n int) float64 { return float64(n) / float64(*densityVMs) }
 
 // startBatch creates densityVMs VMs at once (create(j)) and waits until each runs (running(j)),
 // measuring from the first create, with the stages of the starts watched.
@@ -177,10 +178,10 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 		b.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	lat := make([]time.Duration, densityVMs)
-	errs := make([]error, densityVMs)
+	lat := make([]time.Duration, *densityVMs)
+	errs := make([]error, *densityVMs)
 	start := time.Now()
-	for j := 0; j < densityVMs; j++ {
+	for j := 0; j < *densityVMs; j++ {
 		wg.Go(func() {
 			if errs[j] = create(j); errs[j] != nil {
 				return
@@ -204,7 +205,7 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 		b.Fatal(err)
 	}
 	sort.Slice(lat, func(x, y int) bool { return lat[x] < lat[y] })
-	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start), cpu: costSince(cpuBefore, cpuAfter, densityVMs)}
+	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start), cpu: costSince(cpuBefore, cpuAfter, *densityVMs)}
 }
 
 // waitFor polls done every 250 ms until it says so, fails, or timeout passes.
@@ -296,7 +297,7 @@ func (w writes) String() string {
 	sort.Slice(keys, func(i, j int) bool { return w[keys[i]] > w[keys[j]] || w[keys[i]] == w[keys[j]] && keys[i] < keys[j] })
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %.1f", k, float64(w[k])/densityVMs)
+		parts[i] = fmt.Sprintf("%s %.1f", k, float64(w[k])/float64(*densityVMs))
 	}
 	return strings.Join(parts, ", ")
 }
