@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,7 +16,8 @@ import (
 
 // podsClient writes pod status without ever dropping a condition that someone else wrote: before
 // each status update it takes the conditions the node does not own (readiness gates, ...) from the
-// pod as the API has it now, re-evaluates Ready against them, and retries on conflicts.
+// pod as the API has it now, re-evaluates Ready against them, and retries on conflicts. A status
+// that is the API's already is not written.
 type podsClient struct {
 	kube kubernetes.Interface
 }
@@ -43,6 +45,10 @@ func (s statusMergingPods) UpdateStatus(ctx context.Context, pod *corev1.Pod, op
 		MergeForeignConditions(&live.Spec, &out.Status, live.Status.Conditions, metav1.Now())
 		if out.Status.QOSClass == "" {
 			out.Status.QOSClass = live.Status.QOSClass
+		}
+		if equality.Semantic.DeepEqual(out.Status, live.Status) {
+			// Nothing new: a write would change nothing and still cost the apiserver a request.
+			return live, nil
 		}
 		updated, err := s.PodInterface.UpdateStatus(ctx, out, opts)
 		if err == nil || !apierrors.IsConflict(err) {
