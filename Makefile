@@ -159,8 +159,9 @@ bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json; import
 	go test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 
 .PHONY: bench-vms
-bench-vms: deps $(DEVCLUSTER) ## VM start density: 10 small VMs at once on a local node, p50/p95 create-to-Running and API writes per VMI start.
+VMS ?= 10
+bench-vms: deps $(DEVCLUSTER) ## VM start density: VMS (10) small VMs at once on two local nodes, core and friendly: p50/p95 create-to-Running, API writes, CPU and stages per start.
 	$(DEVCLUSTER) --name bench --port-base 9640 down -purge
 	kc=$$($(DEVCLUSTER) --name bench --port-base 9640 up); \
 	trap '$(DEVCLUSTER) --name bench --port-base 9640 down -purge' EXIT; \
-	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./devstack/test/kubevirt-core/e2e/
+	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./devstack/test/kubevirt-core/e2e/ -density-vms $(VMS)
