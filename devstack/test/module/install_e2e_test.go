@@ -81,7 +81,7 @@ func start(t *testing.T, ctx context.Context) *stack {
 		t.Fatal(err)
 	}
 	c, err := moduletest.Start(ctx, moduletest.Config{Repo: repo, Net: env.Net, Nodes: []string{nodeName}, ImageStore: store,
-		Set: prometheusValues, Log: testWriter{t}})
+		Set: moduleValues, Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
 	}

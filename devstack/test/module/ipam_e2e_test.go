@@ -29,8 +29,8 @@ func checkIPAM(t *testing.T, st *stack) {
 	st.kubectl(t, kc, "-n", ns, "wait", "vmip/auto", "--for=jsonpath={.status.phase}=Bound", "--timeout=60s")
 	got := st.kubectl(t, kc, "-n", ns, "get", "vmip/auto", "-o", "jsonpath={.status.address}")
 	addr, err := netip.ParseAddr(got)
-	if err != nil || !netip.MustParsePrefix("10.213.0.192/26").Contains(addr) {
-		t.Fatalf("address %q is not in local.yaml's virtualMachineCIDRs", got)
+	if err != nil || !netip.MustParsePrefix("10.213.0.224/27").Contains(addr) {
+		t.Fatalf("address %q is not in the test's virtualMachineCIDRs (moduleValues)", got)
 	}
 	lease := "ip-" + strings.ReplaceAll(got, ".", "-")
 	st.kubectl(t, kc, "wait", "vmipl/"+lease, "--for=jsonpath={.status.phase}=Bound", "--timeout=30s")

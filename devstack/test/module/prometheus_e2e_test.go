@@ -31,8 +31,10 @@ const (
 	outsider = "no-metrics"
 )
 
-// prometheusValues make the chart's ServiceMonitors scrape often, so the test waits little.
-var prometheusValues = []string{"monitoring.scrapeInterval=5s"}
+// moduleValues make the chart's ServiceMonitors scrape often, so the test waits little, and
+// give the VMs the addresses local.yaml leaves to this test: its cluster runs beside the one the
+// other e2e packages share, on the same network.
+var moduleValues = []string{"monitoring.scrapeInterval=5s", "virtualMachineCIDRs={10.213.0.224/27}"}
 
 // checkPrometheus runs Prometheus on the stack with the scrape configuration of the chart's
 // ServiceMonitors (st.prometheus, unless a check started it before) and checks that it scrapes
