@@ -154,7 +154,7 @@ func run(ctx context.Context, o Options) error {
 		}
 	}
 	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))
-	if err := vms.SetupWithManager(mgr); err != nil {
+	if err := vms.SetupWithManager(mgr, o.VMWorkers); err != nil {
 		return fmt.Errorf("virtualmachine controller: %w", err)
 	}
 	classes := vmclass.NewReconciler(mgr.GetClient(), clock.RealClock{}, mgr.GetEventRecorder(vmclass.EventSource))

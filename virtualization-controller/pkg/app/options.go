@@ -64,6 +64,8 @@ type Options struct {
 	SourceInterval time.Duration
 	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
 	UploadTimeout time.Duration
+	// VMWorkers is how many VirtualMachines the VM controller reconciles at once.
+	VMWorkers int
 	// Log is the log's level and format (--log-level, --log-format), passed on to importer Pods.
 	Log logopts.Options
 }
@@ -97,6 +99,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration and MutatingWebhookConfiguration (of this one name) whose caBundle is set to the webhook CA")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
+	fs.IntVar(&o.VMWorkers, "vm-workers", 4, "VirtualMachines reconciled at once")
 	o.Log.Bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
@@ -152,6 +155,9 @@ func (o Options) validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must be positive", flagName, d))
 		}
+	}
+	if o.VMWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--vm-workers %d: must be at least 1", o.VMWorkers))
 	}
 	if o.WebhookPort <= 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1 to 65535", o.WebhookPort))

@@ -20,7 +20,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
 			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
 				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRPullerSecret != "dvcr-puller" || o.DVCRTLSSecret != "dvcr-tls" ||
-				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.Log != logopts.Default() {
+				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.Log != logopts.Default() || o.VMWorkers != 4 {
 				t.Errorf("defaults: %+v", o)
 			}
 		}},
@@ -39,6 +39,12 @@ func TestParseOptions(t *testing.T) {
 		{name: "bad secret", args: append(required, "--dvcr-tls-secret=No!"), wantErr: `--dvcr-tls-secret "No!"`},
 		{name: "zero interval", args: append(required, "--progress-interval=0s"), wantErr: "--progress-interval 0s: must be positive"},
 		{name: "negative source interval", args: append(required, "--source-interval=-1s"), wantErr: "--source-interval -1s: must be positive"},
+		{name: "vm workers", args: append(required, "--vm-workers=8"), check: func(t *testing.T, o Options) {
+			if o.VMWorkers != 8 {
+				t.Errorf("vm workers %d", o.VMWorkers)
+			}
+		}},
+		{name: "no vm workers", args: append(required, "--vm-workers=0"), wantErr: "--vm-workers 0: must be at least 1"},
 		{name: "zero upload timeout", args: append(required, "--upload-timeout=0s"), wantErr: "--upload-timeout 0s: must be positive"},
 		{name: "log options", args: append(required, "--log-level=debug", "--log-format=text"), check: func(t *testing.T, o Options) {
 			if o.Log != (logopts.Options{Level: "debug", Format: "text"}) {

@@ -84,11 +84,11 @@ func setup(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		clk := clock.RealClock{}
-		if err := vm.NewReconciler(mgr.GetClient(), clk, mgr.GetEventRecorder(vm.EventSource)).SetupWithManager(mgr); err != nil {
+		if err := vm.NewReconciler(mgr.GetClient(), clk, mgr.GetEventRecorder(vm.EventSource)).SetupWithManager(mgr, 2); err != nil {
 			t.Fatal(err)
 		}
 		if err := vmi.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vmi.LauncherConfig{Image: testLauncherImage, Log: logopts.Default()}, clk,
-			mgr.GetEventRecorder(vmi.EventSource)).SetupWithManager(mgr); err != nil {
+			mgr.GetEventRecorder(vmi.EventSource)).SetupWithManager(mgr, 2); err != nil {
 			t.Fatal(err)
 		}
 		if err := replicaset.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clk).SetupWithManager(mgr); err != nil {

@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -39,10 +40,11 @@ func NewReconciler(c client.Client, clk clock.PassiveClock, rec events.EventReco
 // EventSource is the controller's name in the events it records.
 const EventSource = "virtualmachine-controller"
 
-// SetupWithManager watches VMs and the VMIs they own.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches VMs and the VMIs they own; workers VMs are reconciled at once.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("virtualmachine").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&kubevirtv1.VirtualMachine{}).
 		Owns(&kubevirtv1.VirtualMachineInstance{}).
 		Complete(r)

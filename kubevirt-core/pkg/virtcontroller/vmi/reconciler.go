@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,13 +51,14 @@ func NewReconciler(c client.Client, apiReader client.Reader, launcher LauncherCo
 // EventSource is the controller's name in the events it records.
 const EventSource = "virtualmachineinstance-controller"
 
-// SetupWithManager watches VMIs and the Pods they own.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches VMIs and the Pods they own; workers VMIs are reconciled at once.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Launcher.Image == "" {
 		return errors.New("VMI controller: no virt-launcher image")
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("virtualmachineinstance").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		Owns(&corev1.Pod{}).
 		// Attachment Pods are the launcher Pod's, not the VMI's (hotplug.go).

@@ -20,6 +20,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -53,8 +54,8 @@ func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveCl
 }
 
 // SetupWithManager watches VMs, the internal VMs they own, the internal VMIs (same name), and
-// the objects VMs depend on.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// the objects VMs depend on; workers VMs are reconciled at once.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 	})
@@ -72,6 +73,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.VirtualMachineName}}}
 		})).
 		Named("virtualmachine").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
 
