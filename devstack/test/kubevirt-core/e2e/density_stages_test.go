@@ -42,17 +42,31 @@ func phaseStages(prefix string) func(o *unstructured.Unstructured) (string, []st
 	}
 }
 
-// coreStageSources are what a core VM's start goes through: the VMI and its launcher Pod.
+// launcherVM is the VM of a launcher Pod's name, virt-launcher-<vm>-<suffix>.
+func launcherVM(pod string) string {
+	name := strings.TrimPrefix(pod, "virt-launcher-")
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		name = name[:i]
+	}
+	return name
+}
+
+// coreStageSources are what a core VM's start goes through: the VMI, its launcher Pod and the
+// Pod's events (the node's Pulling, Pulled, Started, ...).
 var coreStageSources = []stageSource{
 	{gvr: internalGVR("internalvirtualizationvirtualmachineinstances"), stages: phaseStages("vmi")},
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, stages: func(o *unstructured.Unstructured) (string, []string) {
-		// virt-launcher-<vm>-<suffix>
-		name := strings.TrimPrefix(o.GetName(), "virt-launcher-")
-		if i := strings.LastIndexByte(name, '-'); i > 0 {
-			name = name[:i]
-		}
 		return phaseStages("pod")(&unstructured.Unstructured{Object: map[string]any{
-			"metadata": map[string]any{"name": name}, "status": o.Object["status"]}})
+			"metadata": map[string]any{"name": launcherVM(o.GetName())}, "status": o.Object["status"]}})
+	}},
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "events"}, stages: func(o *unstructured.Unstructured) (string, []string) {
+		kind, _, _ := unstructured.NestedString(o.Object, "involvedObject", "kind")
+		name, _, _ := unstructured.NestedString(o.Object, "involvedObject", "name")
+		reason, _, _ := unstructured.NestedString(o.Object, "reason")
+		if kind != "Pod" || reason == "" {
+			return "", nil
+		}
+		return launcherVM(name), []string{"pod event " + reason}
 	}},
 }
 
@@ -96,8 +110,9 @@ func watchStages(ctx context.Context, dyn dynamic.Interface, ns string, sources 
 				if !ok {
 					continue
 				}
-				vm, stages := s.stages(o)
-				st.record(vm, stages, time.Now())
+				if vm, stages := s.stages(o); vm != "" {
+					st.record(vm, stages, time.Now())
+				}
 			}
 		}()
 	}
