@@ -17,8 +17,11 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/d8virt/devstack/filelock"
 )
 
 // Host is how the node reaches one registry, the part of containerd's hosts.toml the local stack
@@ -187,29 +190,46 @@ func (p *Puller) Pull(ctx context.Context, image string, auth authn.Authenticato
 		return Image{}, fmt.Errorf("pull %s: %w", image, err)
 	}
 	out := Image{Digest: digest.String(), Rootfs: p.rootfs(digest.String())}
-	if _, err := os.Stat(out.Rootfs); errors.Is(err, os.ErrNotExist) {
-		tmp, err := os.MkdirTemp(p.dir, ".unpack-")
-		if err != nil {
-			return Image{}, err
-		}
-		defer os.RemoveAll(tmp)
-		fs := mutate.Extract(img)
-		err = Untar(fs, tmp)
-		fs.Close()
-		if err != nil {
-			return Image{}, fmt.Errorf("unpack %s: %w", image, err)
-		}
-		// Another pod may have unpacked the same digest meanwhile: its copy is as good.
-		if err := os.Rename(tmp, out.Rootfs); err != nil {
-			if _, statErr := os.Stat(out.Rootfs); statErr != nil {
-				return Image{}, fmt.Errorf("unpack %s: %w", image, err)
-			}
-		}
+	if err := p.unpackOnce(img, image, out.Rootfs); err != nil {
+		return Image{}, err
 	}
 	if err := os.WriteFile(p.refFile(image), []byte(out.Digest), 0o644); err != nil {
 		return Image{}, fmt.Errorf("record %s: %w", image, err)
 	}
 	return out, nil
+}
+
+// unpackOnce unpacks img into rootfs unless it is there. Pods that start together mostly want
+// the same image: one of them downloads and unpacks it (a lock per digest, shared with the other
+// node agents on the machine) while the others wait and then find it there, as containerd
+// fetches a blob once for all who ask.
+func (p *Puller) unpackOnce(img v1.Image, image, rootfs string) error {
+	if _, err := os.Stat(rootfs); err == nil {
+		return nil
+	}
+	unlock, err := filelock.Lock(filepath.Join(p.dir, "locks", filepath.Base(rootfs)))
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", image, err)
+	}
+	defer unlock()
+	if _, err := os.Stat(rootfs); err == nil {
+		return nil // unpacked while this pull waited
+	}
+	tmp, err := os.MkdirTemp(p.dir, ".unpack-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fs := mutate.Extract(img)
+	err = Untar(fs, tmp)
+	fs.Close()
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", image, err)
+	}
+	if err := os.Rename(tmp, rootfs); err != nil {
+		return fmt.Errorf("unpack %s: %w", image, err)
+	}
+	return nil
 }
 
 // Untar writes a tar stream of a file system into dir: directories, regular files, symlinks and

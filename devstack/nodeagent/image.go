@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/d8virt/devstack/filelock"
 )
 
 // ImageBinaryName is the program that stands in for an image: the last path element of the image
@@ -170,4 +172,27 @@ func ImportImage(store, image, disk string) (string, error) {
 		return "", err
 	}
 	return dst, nil
+}
+
+// PublishImage is ImportImage for a pulled image: the store records the manifest digest its copy
+// came from, and an image already published from that digest is not copied again (a batch of
+// launcher Pods of one image publishes it once). A lock beside the disk, shared by the node
+// agents on the machine, keeps two publishers of one image from copying at once.
+func PublishImage(store, image, digest, disk string) error {
+	dir := filepath.Dir(ImagePath(store, image))
+	unlock, err := filelock.Lock(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", image, err)
+	}
+	defer unlock()
+	recorded := filepath.Join(dir, "digest")
+	if b, err := os.ReadFile(recorded); err == nil && string(b) == digest {
+		if _, err := os.Stat(ImagePath(store, image)); err == nil {
+			return nil
+		}
+	}
+	if _, err := ImportImage(store, image, disk); err != nil {
+		return err
+	}
+	return os.WriteFile(recorded, []byte(digest), 0o644)
 }

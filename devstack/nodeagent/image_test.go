@@ -136,3 +136,42 @@ func TestImportImage(t *testing.T) {
 		t.Error("a raw image was accepted")
 	}
 }
+
+// TestPublishImageOncePerDigest: a second publish of the digest the store holds copies nothing,
+// a new digest replaces the disk.
+func TestPublishImageOncePerDigest(t *testing.T) {
+	dir := t.TempDir()
+	disk := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("QFI\xfb"+content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	store, ref := filepath.Join(dir, "store"), "dvcr.example/cvi/guest:latest"
+	stored := func() string {
+		b, err := os.ReadFile(ImagePath(store, ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b[4:])
+	}
+	for _, step := range []struct{ digest, disk, want string }{
+		{"sha256:aa", disk("first", "first"), "first"},
+		{"sha256:aa", disk("again", "again"), "first"}, // the same digest: not copied again
+		{"sha256:bb", disk("second", "second"), "second"},
+	} {
+		if err := PublishImage(store, ref, step.digest, step.disk); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored(); got != step.want {
+			t.Errorf("after publishing %s from %s the store holds %q, want %q", step.digest, step.disk, got, step.want)
+		}
+	}
+	if err := os.Remove(ImagePath(store, ref)); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishImage(store, ref, "sha256:bb", disk("lost", "lost")); err != nil || stored() != "lost" {
+		t.Errorf("a recorded digest without its disk was not published again: %v", err)
+	}
+}

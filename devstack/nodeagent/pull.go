@@ -112,7 +112,7 @@ func (r *podRuntime) publishDisk(image string, img imagepull.Image) error {
 			r.log.Warn("containerDisk is not qcow2, not published to the image store", "image", image, "disk", disk)
 			continue
 		}
-		if _, err := ImportImage(r.p.cfg.ImageStore, image, disk); err != nil {
+		if err := PublishImage(r.p.cfg.ImageStore, image, img.Digest, disk); err != nil {
 			return fmt.Errorf("publish the disk of %s: %w", image, err)
 		}
 		r.log.Info("containerDisk published", "image", image, "digest", img.Digest, "path", ImagePath(r.p.cfg.ImageStore, image))
