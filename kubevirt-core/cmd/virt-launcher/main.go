@@ -24,6 +24,7 @@ import (
 	"github.com/d8virt/kubevirt-core/pkg/containerdisk"
 	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 	"github.com/d8virt/kubevirt-core/pkg/launcherpod"
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/capscache"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/cmdserver"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/launcher"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
@@ -50,6 +51,7 @@ type options struct {
 	startTimeout         time.Duration
 	log                  logopts.Options
 	nodeLabellerDir      string
+	qemuCapsDir          string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -69,6 +71,7 @@ func parseFlags(args []string) (*options, error) {
 	o.log = logopts.Default()
 	o.log.Bind(fs)
 	fs.StringVar(&o.nodeLabellerDir, "node-labeller-dir", "", "instead of running a VMI, write what libvirt offers guests on this node into this directory for virt-handler's node labeller, and exit (the handler Pod's init container)")
+	fs.StringVar(&o.qemuCapsDir, "qemu-capabilities-dir", "", "the node's shared QEMU capabilities cache: a launcher seeds its libvirtd's cache from it, the node labeller saves its daemon's cache into it; empty for neither")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -139,6 +142,15 @@ func serve(o *options, log *slog.Logger) launcher.Result {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
 
+	if o.qemuCapsDir != "" {
+		// Without them the daemon probes QEMU first, for seconds; with them it only checks them.
+		n, err := capscache.Copy(o.qemuCapsDir, capscache.Dir(libvirtd.CacheDir))
+		if err != nil {
+			log.Warn("seeding libvirt's QEMU capabilities cache; libvirt probes QEMU itself", "from", o.qemuCapsDir, "err", err)
+		} else {
+			log.Info("libvirt's QEMU capabilities cache seeded", "from", o.qemuCapsDir, "files", n)
+		}
+	}
 	d, err := libvirtd.Start(context.Background(), libvirtd.Options{Logger: log})
 	if err != nil {
 		return failed(err)

@@ -7,6 +7,7 @@ import (
 
 	"libvirt.org/go/libvirt"
 
+	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/capscache"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/capsdump"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/libvirtd"
 )
@@ -30,5 +31,14 @@ func dumpCapabilities(o *options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("node capabilities written", "dir", o.nodeLabellerDir, "virtType", virtType)
+	if o.qemuCapsDir != "" {
+		// The questions above made the daemon probe QEMU; the launchers on this node start from
+		// its answers (launcherapi.QEMUCapsHostDir).
+		n, err := capscache.Copy(capscache.Dir(libvirtd.CacheDir), o.qemuCapsDir)
+		if err != nil {
+			return err
+		}
+		log.Info("QEMU capabilities cache saved for the launchers", "dir", o.qemuCapsDir, "files", n)
+	}
 	return nil
 }

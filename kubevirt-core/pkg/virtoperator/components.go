@@ -368,8 +368,13 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 		Name:                     "virt-launcher",
 		Image:                    in.Images.Launcher,
 		Command:                  []string{"virt-launcher"},
-		Args:                     append([]string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir}, in.Log.Args()...),
-		VolumeMounts:             []corev1.VolumeMount{{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir}},
+		Args: append([]string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir, "--qemu-capabilities-dir=" + launcherapi.QEMUCapsDir},
+			in.Log.Args()...),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: launcherapi.NodeLabellerVolume, MountPath: launcherapi.NodeLabellerDir},
+			// Its libvirtd's QEMU capabilities, for the launchers on the node (launcherapi.QEMUCapsHostDir).
+			{Name: launcherapi.QEMUCapsVolume, MountPath: launcherapi.QEMUCapsDir},
+		},
 		Resources:                requests("10m", "64Mi"),
 		ImagePullPolicy:          in.PullPolicy,
 		SecurityContext:          &corev1.SecurityContext{Privileged: ptr(true)},
@@ -392,6 +397,7 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 			secretVolume("certificates", HandlerServerCertSecret),
 			kubeconfigVolume(),
 			{Name: launcherapi.NodeLabellerVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			launcherapi.QEMUCapsHostVolume(),
 			proxyCerts,
 		},
 		// KubeVirt's handler runs on nodes reserved for critical add-ons too.

@@ -152,16 +152,21 @@ func TestWorkloads(t *testing.T) {
 	if hp.HostPath == nil || hp.HostPath.Path != "/var/lib/kubelet/pods" {
 		t.Errorf("handler's first volume %+v is not the kubelet's pods directory", hp)
 	}
-	// The node labeller's init container writes into the emptyDir the handler reads.
+	// The node labeller's init container writes into the emptyDir the handler reads, and leaves
+	// its libvirtd's QEMU capabilities in the node's directory for the launchers.
 	inits := ds.Spec.Template.Spec.InitContainers
 	if len(inits) != 1 || inits[0].Image != "d8v.local/virt-launcher:dev" ||
-		!slices.Equal(inits[0].Args, []string{"--node-labeller-dir=/var/lib/kubevirt-node-labeller", "--log-level=info", "--log-format=json"}) ||
-		len(inits[0].VolumeMounts) != 1 || inits[0].VolumeMounts[0].Name != "node-labeller" {
+		!slices.Equal(inits[0].Args, []string{"--node-labeller-dir=/var/lib/kubevirt-node-labeller", "--qemu-capabilities-dir=/var/lib/kubevirt-qemu-capabilities", "--log-level=info", "--log-format=json"}) ||
+		len(inits[0].VolumeMounts) != 2 || inits[0].VolumeMounts[0].Name != "node-labeller" ||
+		inits[0].VolumeMounts[1].Name != "qemu-capabilities" || inits[0].VolumeMounts[1].MountPath != "/var/lib/kubevirt-qemu-capabilities" {
 		t.Errorf("handler's init containers %+v", inits)
 	}
 	for _, v := range ds.Spec.Template.Spec.Volumes {
 		if v.Name == "node-labeller" && v.EmptyDir == nil {
 			t.Errorf("node-labeller volume %+v is not an emptyDir", v)
+		}
+		if v.Name == "qemu-capabilities" && (v.HostPath == nil || v.HostPath.Path != "/var/lib/d8-virtualization/qemu-capabilities") {
+			t.Errorf("qemu-capabilities volume %+v is not the node's directory", v)
 		}
 	}
 }

@@ -190,6 +190,7 @@ func LauncherCommand(vmi *kubevirtv1.VirtualMachineInstance, cfg LauncherConfig)
 		"--namespace", vmi.Namespace,
 		"--uid", string(vmi.UID),
 		"--grace-period-seconds", strconv.FormatInt(launcherpod.GracePeriodSeconds(vmi)+launcherpod.GracePadding, 10),
+		"--qemu-capabilities-dir", launcherapi.QEMUCapsDir,
 	}
 	if cfg.Emulation {
 		cmd = append(cmd, "--emulation")
@@ -204,11 +205,13 @@ func launcherVolumes(vmi *kubevirtv1.VirtualMachineInstance) ([]corev1.Volume, [
 	empty := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
-	vols := []corev1.Volume{empty(launcherapi.PrivateVolume), empty(publicVolume), empty(launcherSocketsVol)}
+	vols := []corev1.Volume{empty(launcherapi.PrivateVolume), empty(publicVolume), empty(launcherSocketsVol), launcherapi.QEMUCapsHostVolume()}
 	mounts := []corev1.VolumeMount{
 		{Name: launcherapi.PrivateVolume, MountPath: launcherapi.PrivateDir},
 		{Name: publicVolume, MountPath: publicDir},
 		{Name: launcherSocketsVol, MountPath: launcherapi.SocketsDir},
+		// The node labeller's QEMU capabilities, which the launcher's libvirtd starts from.
+		{Name: launcherapi.QEMUCapsVolume, MountPath: launcherapi.QEMUCapsDir, ReadOnly: true},
 	}
 	cdVols, cdMounts := containerDiskVolumes(vmi)
 	vols, mounts = append(vols, cdVols...), append(mounts, cdMounts...)

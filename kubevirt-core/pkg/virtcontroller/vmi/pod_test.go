@@ -66,7 +66,7 @@ func TestNewLauncherPodShape(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	wantCmd := []string{"virt-launcher", "--name", "demo", "--namespace", "ns", "--uid", "vmi-uid", "--grace-period-seconds", "45",
-		"--log-level=debug", "--log-format=text"}
+		"--qemu-capabilities-dir", "/var/lib/kubevirt-qemu-capabilities", "--log-level=debug", "--log-format=text"}
 	if c.Name != "compute" || c.Image != "launcher:v1" || !slices.Equal(c.Command, wantCmd) {
 		t.Errorf("compute container %s %s %v", c.Name, c.Image, c.Command)
 	}
@@ -203,12 +203,17 @@ func TestLauncherVolumes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// Every launcher has the volume hotplugged disks are mounted into.
+			// Every launcher has the volume hotplugged disks are mounted into, and the node's QEMU
+			// capabilities (read-only).
 			c.wantMounts["hotplug-disks"] = "/var/run/kubevirt/hotplug-disks"
+			c.wantMounts["qemu-capabilities"] = "/var/lib/kubevirt-qemu-capabilities"
 			pod := NewLauncherPod(newVMI(func(v *kubevirtv1.VirtualMachineInstance) { v.Spec.Volumes = c.volumes }), cfg)
 			got := map[string]string{}
 			for _, m := range pod.Spec.Containers[0].VolumeMounts {
 				got[m.Name] = m.MountPath
+				if m.Name == "qemu-capabilities" && !m.ReadOnly {
+					t.Error("the node's QEMU capabilities are mounted writable: one launcher could change another's")
+				}
 				if m.Name == "hotplug-disks" && (m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer) {
 					t.Errorf("hotplug-disks propagation %v, want HostToContainer", m.MountPropagation)
 				}
@@ -220,6 +225,9 @@ func TestLauncherVolumes(t *testing.T) {
 				t.Errorf("%d volumes for %d mounts", len(pod.Spec.Volumes), len(c.wantMounts))
 			}
 			for _, v := range pod.Spec.Volumes {
+				if v.Name == "qemu-capabilities" && (v.HostPath == nil || v.HostPath.Path != "/var/lib/d8-virtualization/qemu-capabilities") {
+					t.Errorf("qemu-capabilities volume = %+v", v.VolumeSource)
+				}
 				if v.Name == "container-disks" && v.EmptyDir == nil {
 					t.Errorf("container-disks volume = %+v", v.VolumeSource)
 				}
