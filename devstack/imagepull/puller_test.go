@@ -59,7 +59,9 @@ func TestConcurrentPullsUnpackOnce(t *testing.T) {
 
 	var d net.Dialer
 	p, err := New(t.TempDir(), func() (Hosts, error) { return Hosts{host: {PlainHTTP: true}}, nil },
-		func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) })
+		func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

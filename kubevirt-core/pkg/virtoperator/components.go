@@ -365,9 +365,9 @@ func (in Install) HandlerDaemonSet(c Certs) *appsv1.DaemonSet {
 	// KubeVirt's node labeller init container: the launcher image's libvirt, asked what this node
 	// offers guests (KVM when /dev/kvm opens, else TCG), leaves its answers for the handler.
 	labeller := corev1.Container{
-		Name:                     "virt-launcher",
-		Image:                    in.Images.Launcher,
-		Command:                  []string{"virt-launcher"},
+		Name:    "virt-launcher",
+		Image:   in.Images.Launcher,
+		Command: []string{"virt-launcher"},
 		Args: append([]string{"--node-labeller-dir=" + launcherapi.NodeLabellerDir, "--qemu-capabilities-dir=" + launcherapi.QEMUCapsDir},
 			in.Log.Args()...),
 		VolumeMounts: []corev1.VolumeMount{
