@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -79,14 +80,16 @@ func (r *Reconciler) NotifyFunc() launcherconn.Notify {
 	}
 }
 
-// SetupWithManager watches the node's VMIs, its launcher Pods and the launchers' status changes.
-// The manager's cache must already be restricted to this node (see cmd/virt-handler).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches the node's VMIs, its launcher Pods and the launchers' status changes,
+// syncing up to workers VMIs at once. The manager's cache must already be restricted to this
+// node (see cmd/virt-handler).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.NodeName == "" || r.PodsDir == "" || r.Conns == nil || r.Events == nil {
 		return errors.New("virt-handler VMI controller: node name, pods dir, connections and events are required")
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("virt-handler-vmi").
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&kubevirtv1.VirtualMachineInstance{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachineInstance{}, handler.OnlyControllerOwner())).
 		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{}))
