@@ -62,7 +62,7 @@ type options struct {
 	hostMountNS string
 	// vmiWorkers is how many of the node's VMIs are synced at once.
 	vmiWorkers int
-	log         logopts.Options
+	log        logopts.Options
 }
 
 func main() {
