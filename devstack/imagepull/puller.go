@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -68,6 +69,44 @@ type Puller struct {
 	dir   string
 	hosts func() (Hosts, error)
 	dial  DialFunc
+
+	// transports are kept per way of reaching a registry, so that pulls reuse connections (a
+	// batch of Pods pulling from DVCR paid a TLS handshake each).
+	mu         sync.Mutex
+	transports map[transportKey]http.RoundTripper
+}
+
+// transportKey is a Host as far as its transport goes: the CA's content, not only its path, so
+// that a rotated CA gets a new transport.
+type transportKey struct {
+	ca        string
+	plainHTTP bool
+}
+
+// transport is Transport(h, p.dial), shared by the pulls that reach a registry alike.
+func (p *Puller) transport(h Host) (http.RoundTripper, error) {
+	key := transportKey{plainHTTP: h.PlainHTTP}
+	if h.CA != "" {
+		pem, err := os.ReadFile(h.CA)
+		if err != nil {
+			return nil, fmt.Errorf("registry CA: %w", err)
+		}
+		key.ca = string(pem)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.transports[key]; ok {
+		return t, nil
+	}
+	t, err := Transport(h, p.dial)
+	if err != nil {
+		return nil, err
+	}
+	if p.transports == nil {
+		p.transports = map[transportKey]http.RoundTripper{}
+	}
+	p.transports[key] = t
+	return t, nil
 }
 
 // New returns a puller that caches into dir, asks hosts for the registries at every pull (so a
@@ -177,7 +216,7 @@ func (p *Puller) Pull(ctx context.Context, image string, auth authn.Authenticato
 	if err != nil {
 		return Image{}, fmt.Errorf("image %q: %w", image, err)
 	}
-	t, err := Transport(host, p.dial)
+	t, err := p.transport(host)
 	if err != nil {
 		return Image{}, fmt.Errorf("registry %s: %w", reg, err)
 	}

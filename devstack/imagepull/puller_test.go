@@ -2,6 +2,7 @@ package imagepull
 
 import (
 	"context"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -85,5 +86,54 @@ func TestConcurrentPullsUnpackOnce(t *testing.T) {
 	}
 	if n := blobGets.Load(); n != 1 {
 		t.Errorf("%d blob downloads for ten pulls of a one-layer image, want the layer once", n)
+	}
+}
+
+// TestPullsReuseConnections: pulls from one registry share the puller's transport, so a later
+// pull reuses an earlier one's TLS connection instead of dialling and shaking hands anew.
+func TestPullsReuseConnections(t *testing.T) {
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img is not installed")
+	}
+	srv := httptest.NewTLSServer(registry.New())
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "https://")
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(t.TempDir(), "disk.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", disk, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	img, err := ContainerDiskImage(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := host + "/cvi/guest:latest"
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context()), remote.WithTransport(srv.Client().Transport)); err != nil {
+		t.Fatal(err)
+	}
+	var dials atomic.Int32
+	var d net.Dialer
+	p, err := New(t.TempDir(), func() (Hosts, error) { return Hosts{host: {CA: ca}}, nil },
+		func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := p.Pull(t.Context(), image, authn.Anonymous); err != nil {
+			t.Fatalf("pull %d: %v", i, err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("three pulls one after another dialled %d times, want once", n)
 	}
 }
