@@ -281,6 +281,12 @@ func (r *podRuntime) statusPod() *corev1.Pod {
 	return pod
 }
 
+// statusCoalesce is how long the notifier lets a pod's status settle before it hands it on:
+// changes that come close together (an init container exits and the next container starts,
+// the containers of a Pod start one after another) make one write, as kubelet's relist of its
+// containers (every second) makes one.
+const statusCoalesce = 200 * time.Millisecond
+
 // notifyLoop hands the pod's status to the pod controller whenever it changes.
 func (p *Provider) notifyLoop(r *podRuntime) {
 	for {
@@ -288,6 +294,16 @@ func (p *Provider) notifyLoop(r *podRuntime) {
 		case <-p.ctx.Done():
 			return
 		case <-r.dirty:
+		}
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(statusCoalesce):
+		}
+		// What changed meanwhile goes with this status.
+		select {
+		case <-r.dirty:
+		default:
 		}
 		r.mu.Lock()
 		gone, published := r.forgotten, r.published
