@@ -398,8 +398,17 @@ func (s *Server) mutateVM(_ context.Context, req *admissionv1.AdmissionRequest) 
 	}
 	before := vm.DeepCopy()
 	DefaultVM(&vm)
-	if equality.Semantic.DeepEqual(before.Spec, vm.Spec) {
+	var ops []patchOp
+	if !equality.Semantic.DeepEqual(before.Spec, vm.Spec) {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec", Value: vm.Spec})
+	}
+	// The VM controller's finalizer comes with the VM instead of in a write of its own after it
+	// (the controller still adds it to a VM that came without).
+	if req.Operation == admissionv1.Create && !containsString(vm.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer) {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/finalizers", Value: append(vm.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer)})
+	}
+	if len(ops) == 0 {
 		return allow()
 	}
-	return patched([]patchOp{{Op: "add", Path: "/spec", Value: vm.Spec}})
+	return patched(ops)
 }

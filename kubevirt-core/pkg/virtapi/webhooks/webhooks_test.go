@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"slices"
 	"testing"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -462,5 +463,46 @@ func TestHandler(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, virtapicontract.PathVM, strings.NewReader(`{"kind":"AdmissionReview"}`)))
 	if rec.Code != http.StatusBadRequest {
 		t.Fatalf("a review without a request: %d", rec.Code)
+	}
+}
+
+// TestMutateVM: a new VM gets its defaults and the VM controller's finalizer at admission, so
+// that the controller does not write the VM again to add it; an update keeps what it has.
+func TestMutateVM(t *testing.T) {
+	h := (&Server{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()
+	apply := func(resp *admissionv1.AdmissionResponse, obj any) kubevirtv1.VirtualMachine {
+		t.Helper()
+		var out kubevirtv1.VirtualMachine
+		doc := raw(t, obj).Raw
+		if resp.Patch != nil {
+			patch, err := jsonpatch.DecodePatch(resp.Patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if doc, err = patch.Apply(doc); err != nil {
+				t.Fatalf("apply patch %s: %v", resp.Patch, err)
+			}
+		}
+		if err := json.Unmarshal(doc, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns", Finalizers: []string{"example.com/mine"}},
+		Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: vmiSpec()}}}
+	resp := review(t, h, virtapicontract.PathVMMutate, admissionv1.AdmissionRequest{UID: "1", Operation: admissionv1.Create, Namespace: "ns", Object: raw(t, vm)})
+	created := apply(resp, vm)
+	if !resp.Allowed || !slices.Equal(created.Finalizers, []string{"example.com/mine", kubevirtv1.VirtualMachineControllerFinalizer}) ||
+		created.Spec.Template.Spec.Domain.Machine == nil || created.Spec.Template.Spec.Domain.Machine.Type != "q35" {
+		t.Fatalf("created VM: allowed %v, finalizers %v, machine %+v", resp.Allowed, created.Finalizers, created.Spec.Template.Spec.Domain.Machine)
+	}
+	// An update of a VM whose finalizer is gone (being deleted, or removed by hand) adds nothing.
+	resp = review(t, h, virtapicontract.PathVMMutate, admissionv1.AdmissionRequest{UID: "2", Operation: admissionv1.Update, Namespace: "ns", Object: raw(t, created)})
+	if !resp.Allowed || resp.Patch != nil {
+		t.Fatalf("update of a defaulted VM: %+v", resp)
+	}
+	created.Finalizers = nil
+	if resp := review(t, h, virtapicontract.PathVMMutate, admissionv1.AdmissionRequest{UID: "3", Operation: admissionv1.Update, Namespace: "ns", Object: raw(t, created)}); apply(resp, created).Finalizers != nil {
+		t.Errorf("an update got finalizers %s", resp.Patch)
 	}
 }
