@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
 	"testing"
 	"time"
 
@@ -213,6 +214,10 @@ func TestNewVMI(t *testing.T) {
 	}
 	if len(vmi.Finalizers) != 1 || vmi.Finalizers[0] != kubevirtv1.VirtualMachineControllerFinalizer {
 		t.Errorf("finalizers %v", vmi.Finalizers)
+	}
+	// Created as the VMI controller would first write it, so that it does not have to.
+	if want := (kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Pending}); !equality.Semantic.DeepEqual(vmi.Status, want) {
+		t.Errorf("status %+v, want %+v", vmi.Status, want)
 	}
 	if vm.Spec.Template.ObjectMeta.Labels[CreatedByLabel] != "" {
 		t.Error("NewVMI changed the VM's template")

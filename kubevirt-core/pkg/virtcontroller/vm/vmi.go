@@ -41,5 +41,8 @@ func NewVMI(vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachineInstance {
 	vmi.Annotations[TemplateHashAnnotation] = TemplateHash(tmpl)
 	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)}
 	vmi.Finalizers = append(vmi.Finalizers, kubevirtv1.VirtualMachineControllerFinalizer)
+	// The VMI controller's first step would be this very status (its Pod is yet to be made):
+	// created with it, the VMI needs no write for it.
+	vmi.Status = kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Pending}
 	return vmi
 }
