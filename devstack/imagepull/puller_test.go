@@ -40,22 +40,7 @@ func TestConcurrentPullsUnpackOnce(t *testing.T) {
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 
-	disk := filepath.Join(t.TempDir(), "disk.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", disk, "1M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v\n%s", err, out)
-	}
-	img, err := ContainerDiskImage(disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := host + "/cvi/guest:latest"
-	ref, err := name.ParseReference(image, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
-		t.Fatal(err)
-	}
+	image := pushGuest(t, host, http.DefaultTransport, name.Insecure)
 	blobGets.Store(0)
 
 	var d net.Dialer
@@ -102,22 +87,7 @@ func TestPullsReuseConnections(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	disk := filepath.Join(t.TempDir(), "disk.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", disk, "1M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v\n%s", err, out)
-	}
-	img, err := ContainerDiskImage(disk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := host + "/cvi/guest:latest"
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img, remote.WithContext(t.Context()), remote.WithTransport(srv.Client().Transport)); err != nil {
-		t.Fatal(err)
-	}
+	image := pushGuest(t, host, srv.Client().Transport)
 	var dials atomic.Int32
 	var d net.Dialer
 	p, err := New(t.TempDir(), func() (Hosts, error) { return Hosts{host: {CA: ca}}, nil },
@@ -136,4 +106,27 @@ func TestPullsReuseConnections(t *testing.T) {
 	if n := dials.Load(); n != 1 {
 		t.Errorf("three pulls one after another dialled %d times, want once", n)
 	}
+}
+
+// pushGuest pushes a containerDisk image of a small empty qcow2 to the registry at host and
+// returns its reference.
+func pushGuest(t *testing.T, host string, transport http.RoundTripper, opts ...name.Option) string {
+	t.Helper()
+	disk := filepath.Join(t.TempDir(), "disk.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", disk, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	img, err := ContainerDiskImage(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := host + "/cvi/guest:latest"
+	ref, err := name.ParseReference(image, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context()), remote.WithTransport(transport)); err != nil {
+		t.Fatal(err)
+	}
+	return image
 }
