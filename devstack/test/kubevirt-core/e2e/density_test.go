@@ -140,7 +140,8 @@ func BenchmarkVMStartDensity(b *testing.B) {
 		b.Logf("CPU from the first create until all ran (the whole machine, the benchmark's own polling included):\n"+
 			"  core VMs:     %s\n  friendly VMs: %s\n  bare starts:  %s", core.cpu, vms.cpu, bareRun.cpu)
 		b.Logf("stages, from the first create:\n  core VMs:%s\n  friendly VMs:%s", core.stages, vms.stages)
-		b.Logf("writes per start by resource:\n  core VMs:     %s\n  friendly VMs: %s", core.writes, vms.writes)
+		b.Logf("writes per start by resource:\n  core VMs:     %s\n  friendly VMs: %s\n"+
+			"of which refused with 409 Conflict:\n  core VMs:     %s\n  friendly VMs: %s", core.writes, vms.writes, core.conflicts, vms.conflicts)
 	}
 }
 
@@ -154,10 +155,11 @@ func met(ok bool) string {
 // batch is what one batch of starts measured: latencies, the writes they cost, and when the
 // stages of the starts were seen.
 type batch struct {
-	p50, p95 time.Duration
-	writes   writes
-	stages   string
-	cpu      cpuCost
+	p50, p95  time.Duration
+	writes    writes
+	conflicts writes // the refused ones among writes
+	stages    string
+	cpu       cpuCost
 }
 
 // stageWatch starts watching a batch's stages in ns; the watches end with ctx.
@@ -171,7 +173,7 @@ func (r batch) perStart(n int) float64 { return float64(n) / float64(*densityVMs
 // measuring from the first create, with the stages of the starts watched.
 func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, watch func(context.Context) (*stageTimes, error), create func(j int) error, running func(j int) (bool, error)) batch {
 	b.Helper()
-	before, err := writeCounts(ctx, kube)
+	before, beforeConflicts, err := writeCounts(ctx, kube)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -208,12 +210,12 @@ func startBatch(b *testing.B, ctx context.Context, kube kubernetes.Interface, wa
 			b.Fatal(err)
 		}
 	}
-	after, err := writeCounts(ctx, kube)
+	after, afterConflicts, err := writeCounts(ctx, kube)
 	if err != nil {
 		b.Fatal(err)
 	}
 	sort.Slice(lat, func(x, y int) bool { return lat[x] < lat[y] })
-	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), stages: stages.summary(start), cpu: costSince(cpuBefore, cpuAfter, *densityVMs)}
+	return batch{p50: lat[len(lat)/2], p95: lat[(len(lat)*95+99)/100-1], writes: after.minus(before), conflicts: afterConflicts.minus(beforeConflicts), stages: stages.summary(start), cpu: costSince(cpuBefore, cpuAfter, *densityVMs)}
 }
 
 // waitFor polls done every 250 ms until it says so, fails, or timeout passes.
@@ -310,17 +312,19 @@ func (w writes) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// writeCounts reads apiserver_request_total for writes on the counted resources.
-func writeCounts(ctx context.Context, kube kubernetes.Interface) (writes, error) {
+// writeCounts reads apiserver_request_total for writes on the counted resources: all of them,
+// and those refused with 409 Conflict (a write guarded by a resourceVersion the cache had not
+// caught up with, or a create of what exists), which are among all.
+func writeCounts(ctx context.Context, kube kubernetes.Interface) (all, conflicts writes, err error) {
 	raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver metrics: %w", err)
+		return nil, nil, fmt.Errorf("apiserver metrics: %w", err)
 	}
 	families, err := parseMetrics(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("apiserver metrics: %w", err)
+		return nil, nil, fmt.Errorf("apiserver metrics: %w", err)
 	}
-	out := writes{}
+	all, conflicts = writes{}, writes{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		l := map[string]string{}
 		for _, p := range m.GetLabel() {
@@ -342,7 +346,10 @@ func writeCounts(ctx context.Context, kube kubernetes.Interface) (writes, error)
 		if l["subresource"] != "" {
 			key += "/" + l["subresource"]
 		}
-		out[key] += int(m.GetCounter().GetValue())
+		all[key] += int(m.GetCounter().GetValue())
+		if l["code"] == "409" {
+			conflicts[key] += int(m.GetCounter().GetValue())
+		}
 	}
-	return out, nil
+	return all, conflicts, nil
 }
