@@ -101,7 +101,9 @@ func uses(vm *v1alpha2.VirtualMachine, kind v1alpha2.BlockDeviceKind, o client.O
 	case "":
 		return vm.Spec.VirtualMachineClassName == o.GetName()
 	case "VirtualMachineIPAddress":
-		return true
+		// Only the VM whose address it is: every address of a namespace changes a few times
+		// while its VM starts, and ten VMs starting at once each reconciled every other's.
+		return IPAddressName(vm) == o.GetName()
 	}
 	for _, ref := range vm.Spec.BlockDeviceRefs {
 		if ref.Kind == kind && ref.Name == o.GetName() {

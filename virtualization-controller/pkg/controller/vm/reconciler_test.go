@@ -334,3 +334,29 @@ func TestReconcileClassChangeAwaitsRestart(t *testing.T) {
 		t.Errorf("after the restart: %+v", c)
 	}
 }
+
+// TestUsesOnlyItsOwnAddress: a VirtualMachineIPAddress brings back the VM whose address it is
+// (by spec.virtualMachineIPAddressName, else the VM's own name), not every VM of the namespace.
+func TestUsesOnlyItsOwnAddress(t *testing.T) {
+	vmip := func(name string) client.Object {
+		return &v1alpha2.VirtualMachineIPAddress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	}
+	named := &v1alpha2.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	pinned := &v1alpha2.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec: v1alpha2.VirtualMachineSpec{VirtualMachineIPAddressName: "db-static"}}
+	for _, tc := range []struct {
+		vm   *v1alpha2.VirtualMachine
+		vmip string
+		want bool
+	}{
+		{named, "web", true},
+		{named, "db", false},
+		{pinned, "db-static", true},
+		{pinned, "db", false},
+		{pinned, "web", false},
+	} {
+		if got := uses(tc.vm, "VirtualMachineIPAddress", vmip(tc.vmip)); got != tc.want {
+			t.Errorf("VM %s uses address %s: %v, want %v", tc.vm.Name, tc.vmip, got, tc.want)
+		}
+	}
+}
