@@ -331,19 +331,8 @@ func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
 	}
 	log.FromContext(ctx).Info("power", "action", p.String(), "runPolicy", in.VM.Spec.RunPolicy)
 	internal = internal.DeepCopy()
-	requests := StateChangeRequests(p, in.VMI)
-	var err error
-	if equality.Semantic.DeepEqual(internal.Status, kubevirtv1.VirtualMachineStatus{}) {
-		// Just created: the status a patch would go into does not exist yet.
-		internal.Status.StateChangeRequests = requests
-		err = r.client.Status().Update(ctx, internal)
-	} else {
-		var patch client.Patch
-		if patch, err = requestsPatch(requests); err == nil {
-			err = r.client.Status().Patch(ctx, internal, patch)
-		}
-	}
-	if err != nil {
+	internal.Status.StateChangeRequests = StateChangeRequests(p, in.VMI)
+	if err := r.client.Status().Update(ctx, internal); err != nil {
 		return fmt.Errorf("ask the core to %s the VM: %w", p, err)
 	}
 	r.event(in.VM, Event{Type: corev1.EventTypeNormal, Reason: "VirtualMachine" + p.String(), Note: fmt.Sprintf("%s the guest (runPolicy %s)", p, in.VM.Spec.RunPolicy)})
