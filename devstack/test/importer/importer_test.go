@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -142,30 +143,54 @@ func (f *fixture) run(t *testing.T, args ...string) (contract.Result, int) {
 
 func runImporter(t testing.TB, importer string, args ...string) (contract.Result, int) {
 	t.Helper()
-	term := filepath.Join(t.TempDir(), "termination-log")
-	args = append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagMetricsAddress, "127.0.0.1:0",
-		"--"+contract.FlagScratchDir, t.TempDir(), "--"+contract.FlagRetries, "2")
-	cmd := exec.Command(importer, args...)
+	r := startImporter(context.Background(), importer, t.TempDir(), args...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Logf("importer %s: exit %d, %s\n%s", strings.Join(r.args, " "), r.code, r.message, r.stderr)
+	return r.res, r.code
+}
+
+// importerRun is one importer's run: what it wrote as its result and how it exited, or why
+// there is no result.
+type importerRun struct {
+	args    []string
+	res     contract.Result
+	code    int
+	message []byte
+	stderr  string
+	err     error
+}
+
+// startImporter runs the importer with its scratch and termination files under dir, until it
+// exits or ctx ends. It does not touch a testing.T, so a test may run it in a goroutine.
+func startImporter(ctx context.Context, importer, dir string, args ...string) importerRun {
+	term, scratch := filepath.Join(dir, "termination-log"), filepath.Join(dir, "scratch")
+	r := importerRun{args: append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagMetricsAddress, "127.0.0.1:0",
+		"--"+contract.FlagScratchDir, scratch, "--"+contract.FlagRetries, "2")}
+	if r.err = os.MkdirAll(scratch, 0o755); r.err != nil {
+		return r
+	}
+	cmd := exec.CommandContext(ctx, importer, r.args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	code := 0
+	r.stderr = stderr.String()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		code = exit.ExitCode()
+		r.code = exit.ExitCode()
 	} else if err != nil {
-		t.Fatal(err)
+		r.err = err
+		return r
 	}
-	b, err := os.ReadFile(term)
-	if err != nil {
-		t.Fatalf("no result: %v\n%s", err, stderr.String())
+	if r.message, err = os.ReadFile(term); err != nil {
+		r.err = fmt.Errorf("no result (exit %d): %w\n%s", r.code, err, r.stderr)
+		return r
 	}
-	res, err := contract.ParseResult(b)
-	if err != nil {
-		t.Fatal(err)
+	if r.res, err = contract.ParseResult(r.message); err != nil {
+		r.err = fmt.Errorf("result %q: %w", r.message, err)
 	}
-	t.Logf("importer %s: exit %d, %s\n%s", strings.Join(args, " "), code, b, stderr.String())
-	return res, code
+	return r
 }
 
 func (f *fixture) url(file string) string { return f.http.URL + "/" + file }

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -34,16 +35,24 @@ func testUpload(t *testing.T, f *fixture) {
 		if err := os.WriteFile(tokenFile, []byte("right-token\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		type outcome struct {
-			res  contract.Result
-			code int
-		}
-		done := make(chan outcome, 1)
+		// The importer runs in a goroutine that never touches t; if the test fails first, the
+		// cleanup stops the importer and waits for it, before its directory goes.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan importerRun, 1)
+		dir := t.TempDir()
 		go func() {
-			res, code := f.run(t, append([]string{"--" + contract.FlagSourceUploadAddress, addr, "--" + contract.FlagUploadTokenFile, tokenFile},
+			done <- startImporter(ctx, f.importer, dir, append([]string{"--" + contract.FlagSourceUploadAddress, addr, "--" + contract.FlagUploadTokenFile, tokenFile},
 				f.toDVCR("vi/ns1/uploaded:latest")...)...)
-			done <- outcome{res, code}
 		}()
+		var o importerRun
+		waited := false
+		t.Cleanup(func() {
+			cancel()
+			if !waited {
+				o = <-done
+				t.Logf("importer: exit %d, %s, %v\n%s", o.code, o.message, o.err, o.stderr)
+			}
+		})
 		url := "http://" + addr + contract.UploadPath
 		disk := filepath.Join(f.dir, "disk.qcow2")
 		deadline := time.Now().Add(30 * time.Second)
@@ -64,9 +73,12 @@ func testUpload(t *testing.T, f *fixture) {
 		if code, body := curlUpload(t, disk, "right-token", url); code != "200" || body != "imported" {
 			t.Fatalf("upload: %s %s", code, body)
 		}
-		o := <-done
+		o, waited = <-done, true
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
 		if o.code != 0 || o.res.Format != contract.FormatQcow2 || o.res.SourceSize != int64(len(f.files["disk.qcow2"])) {
-			t.Fatalf("exit %d: %+v", o.code, o.res)
+			t.Fatalf("exit %d: %+v\n%s", o.code, o.res, o.stderr)
 		}
 		files, err := f.pull(t, "vi/ns1/uploaded:latest", f.puller())
 		if err != nil {
