@@ -63,7 +63,8 @@ type stack struct {
 	kubevirt client.Client
 	// kubevirtREST is the rewriter's config, for the console.
 	kubevirtREST *rest.Config
-	// guestURL serves the tiny guest's qcow2 disk; guestSHA256 is its checksum.
+	// guestURL serves the tiny guest's qcow2 disk (the file guestDisk); guestSHA256 is its checksum.
+	guestDisk   string
 	guestURL    string
 	guestSHA256 string
 	// metrics scrapes the chart's virtualization-controller.
@@ -124,6 +125,7 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.guestDisk = img.Disk
 	st.guestURL, st.guestSHA256 = serveFile(t, env, img.Disk)
 	st.metrics = newMetricsScraper(t, kube)
 	return st

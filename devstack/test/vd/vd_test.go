@@ -32,15 +32,16 @@ import (
 // for its first consumer (the VMI's launcher Pod), grows, and the guest sees the new size after
 // the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
 // disk with nothing left behind; a disk made from a ClusterVirtualImage (imported over HTTP
-// into DVCR) gets the image's data from DVCR.
+// into DVCR) gets the image's data from DVCR; `curl -T` uploads a disk.
 //
-// Only BootResizeProtect boots a VM (`-run 'TestVirtualDisk/(WrongChecksum|FromCVI|Import)$'`
+// Only BootResizeProtect boots a VM (`-run 'TestVirtualDisk/(WrongChecksum|FromCVI|FromVI|Upload|Import)$'`
 // runs without the lock); it boots the guest from Import's disks.
 func TestVirtualDisk(t *testing.T) {
 	st := startStack(t)
 	t.Run("WrongChecksum", func(t *testing.T) { testWrongChecksum(t, st) })
 	t.Run("FromCVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.ClusterVirtualImageKind) })
 	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
+	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))

@@ -187,9 +187,9 @@ func run(ctx context.Context, o Options) error {
 		return err
 	}
 	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
-		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log},
+		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log, UploadTimeout: o.UploadTimeout},
 		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
-		Interval: o.ProgressInterval,
+		Interval: o.ProgressInterval, NewToken: newToken,
 	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))
 	if err := disks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("virtualdisk controller: %w", err)

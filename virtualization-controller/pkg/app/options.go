@@ -98,7 +98,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookCAFile, "webhook-ca-file", "", "CA (PEM) of the webhook server's certificate, the CRD conversion's caBundle; empty means ca.crt in --webhook-cert-dir")
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration and MutatingWebhookConfiguration (of this one name) whose caBundle is set to the webhook CA")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
-	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
+	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image or disk with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
 	fs.IntVar(&o.VMWorkers, "vm-workers", 4, "VirtualMachines reconciled at once")
 	o.Log.Bind(fs)
 	if err := fs.Parse(args); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
@@ -184,24 +185,11 @@ func InDVCR(img Image) bool {
 	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning || p == v1alpha2.ImageWaitForUserUpload
 }
 
-// podReady tells whether the Pod's Ready condition is True.
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // WaitsForUpload: the image's uploader waits for the user's upload: nothing has come yet (p,
 // the importer's progress, read nothing; when it could not be read, nil, the phase stays).
 func WaitsForUpload(img Image, p *importerprogress.Progress) bool {
 	if img.Source.Type != v1alpha2.DataSourceTypeUpload {
 		return false
 	}
-	if p == nil {
-		return img.Status.Phase != v1alpha2.ImageProvisioning
-	}
-	return p.ReadBytes == 0
+	return importerpod.UploadNotBegun(p, img.Status.Phase != v1alpha2.ImageProvisioning)
 }

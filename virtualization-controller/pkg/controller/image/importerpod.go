@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,11 +44,7 @@ const (
 	// than a label value).
 	AnnotationImageName      = "virtualization.deckhouse.io/image-name"
 	AnnotationImageNamespace = "virtualization.deckhouse.io/image-namespace"
-	// AnnotationUploadToken on an image with an Upload source is the token its uploader takes
-	// (`curl -T disk.qcow2 -H "Authorization: Bearer <token>" <status.imageUploadURLs.inCluster>`).
-	AnnotationUploadToken = "virtualization.deckhouse.io/upload-token"
 
-	uploadPort = 8090
 	caDir      = "/etc/dvcr/tls"
 	authDir    = "/etc/dvcr/auth"
 	sourceDir  = "/etc/importer/source"
@@ -123,7 +118,7 @@ func (c PodConfig) SourceSecret(k Kind, img Image, l Lookup) *corev1.Secret {
 	case src.HTTP != nil && len(src.HTTP.CABundle) > 0:
 		data[keySourceCA] = src.HTTP.CABundle
 	case src.Type == v1alpha2.DataSourceTypeUpload:
-		data[keyUploadToken] = []byte(img.Object.GetAnnotations()[AnnotationUploadToken])
+		data[keyUploadToken] = []byte(img.Object.GetAnnotations()[importerpod.AnnotationUploadToken])
 	case src.ContainerImage != nil:
 		if len(src.ContainerImage.CABundle) > 0 {
 			data[keySourceCA] = src.ContainerImage.CABundle
@@ -155,10 +150,7 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 	case src.ContainerImage != nil:
 		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.ContainerImage.Image))
 	case src.Type == v1alpha2.DataSourceTypeUpload:
-		return append(args,
-			importerpod.Flag(contract.FlagSourceUploadAddress, ":"+strconv.Itoa(uploadPort)),
-			importerpod.Flag(contract.FlagUploadTokenFile, path.Join(sourceDir, keyUploadToken)),
-			importerpod.Flag(contract.FlagUploadTimeout, c.UploadTimeout.String()))
+		return append(args, importerpod.UploadArgs(path.Join(sourceDir, keyUploadToken), c.UploadTimeout)...)
 	case l.Ref != nil: // an image in DVCR, read with the importer's own DVCR credentials
 		return append(args,
 			importerpod.Flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),
@@ -208,7 +200,7 @@ func (c PodConfig) ImporterPod(k Kind, img Image, repo string, l Lookup, secret 
 	container := importerpod.Container(c.Image, c.Log)
 	container.Args = append(container.Args, args...)
 	if img.Source.Type == v1alpha2.DataSourceTypeUpload {
-		container.Ports = append(container.Ports, corev1.ContainerPort{Name: "upload", ContainerPort: uploadPort, Protocol: corev1.ProtocolTCP})
+		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
 	}
 	container.VolumeMounts = mounts
 	return &corev1.Pod{ObjectMeta: c.meta(k, img), Spec: importerpod.Spec(container, volumes)}
@@ -224,20 +216,13 @@ func ServiceName(short string, key types.NamespacedName) string {
 func (c PodConfig) UploaderService(k Kind, img Image) *corev1.Service {
 	m := c.meta(k, img)
 	m.Name = ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object))
-	return &corev1.Service{
-		ObjectMeta: m,
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{LabelImageKind: k.Short(), LabelImageUID: string(img.Object.GetUID())},
-			Ports:    []corev1.ServicePort{{Name: "upload", Port: 80, TargetPort: intstr.FromString("upload"), Protocol: corev1.ProtocolTCP}},
-		},
-	}
+	return importerpod.UploaderService(m, map[string]string{LabelImageKind: k.Short(), LabelImageUID: string(img.Object.GetUID())})
 }
 
 // UploadURLs are where the user uploads img (status.imageUploadURLs): its Service's in-cluster
 // address. There is no external address yet (an Ingress would give one).
 func (c PodConfig) UploadURLs(k Kind, img Image) *v1alpha2.ImageUploadURLs {
 	return &v1alpha2.ImageUploadURLs{
-		InCluster: "http://" + ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)) + "." + c.Namespace + ".svc" + contract.UploadPath,
+		InCluster: importerpod.UploadURL(ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)), c.Namespace),
 	}
 }

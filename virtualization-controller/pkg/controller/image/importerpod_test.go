@@ -13,6 +13,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 )
 
 var destination = []string{
@@ -56,7 +57,7 @@ func TestImporterPod(t *testing.T) {
 			"vi/ns1/tiny", nil},
 		{"vi from an upload", vi.Kind{}, viView(func(v *v1alpha2.VirtualImage) {
 			v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
-			v.Annotations = map[string]string{image.AnnotationUploadToken: "t0ken"}
+			v.Annotations = map[string]string{importerpod.AnnotationUploadToken: "t0ken"}
 		}), image.Lookup{}, "vi-importer-ns1-tiny-",
 			[]string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s"}, "vi/ns1/tiny", []string{"upload-token"}},
 	}

@@ -57,7 +57,7 @@ type Config struct {
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
 	Metrics   *ImportMetrics
-	// NewToken makes an Upload source's token (AnnotationUploadToken).
+	// NewToken makes an Upload source's token (importerpod.AnnotationUploadToken).
 	NewToken func() (string, error)
 	// ProgressInterval is how often a running import's progress is read; SourceInterval how
 	// often a source the import waits for (an object not Ready, a missing Secret) is looked at.
@@ -128,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if WaitsForUpload(img, p) {
 			// The URL appears once the uploader is ready to take the upload.
 			s = UploaderStartingStatus(img, r.now())
-			if podReady(pod) {
+			if importerpod.Ready(pod) {
 				s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
 			}
 		}
@@ -207,7 +207,7 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		}
 		return res, r.setStatus(ctx, obj, PendingStatus(img, *b, r.now()))
 	}
-	if img.Source.Type == v1alpha2.DataSourceTypeUpload && obj.GetAnnotations()[AnnotationUploadToken] == "" {
+	if img.Source.Type == v1alpha2.DataSourceTypeUpload && obj.GetAnnotations()[importerpod.AnnotationUploadToken] == "" {
 		return ctrl.Result{}, r.addUploadToken(ctx, obj)
 	}
 	secret := r.Pods.SourceSecret(r.Kind, img, l)
@@ -305,7 +305,7 @@ func (r *Reconciler) addUploadToken(ctx context.Context, obj client.Object) erro
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[AnnotationUploadToken] = token
+	a[importerpod.AnnotationUploadToken] = token
 	obj.SetAnnotations(a)
 	return wrap("add upload token", r.Client.Patch(ctx, obj, patch))
 }

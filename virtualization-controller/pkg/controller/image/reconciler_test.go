@@ -26,6 +26,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/cvi"
 	"github.com/d8virt/virtualization-controller/pkg/controller/image"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vi"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
 )
@@ -340,7 +341,7 @@ func TestReconcileUpload(t *testing.T) {
 				v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeUpload}
 			}))
 			w.reconcile() // the token
-			if got := w.image().Object.GetAnnotations()[image.AnnotationUploadToken]; got != "t0ken" {
+			if got := w.image().Object.GetAnnotations()[importerpod.AnnotationUploadToken]; got != "t0ken" {
 				t.Fatalf("token %q", got)
 			}
 			w.reconcile()

@@ -11,6 +11,7 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
 	"github.com/d8virt/virtualization-controller/pkg/humansize"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
@@ -70,7 +71,7 @@ func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.T
 	s.ImageUploadURLs = urls
 	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
 	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.WaitForUserUpload),
-		fmt.Sprintf("waiting for the upload: curl -T disk.qcow2 -H \"Authorization: Bearer <the annotation %s>\" %s", AnnotationUploadToken, urls.InCluster))
+		importerpod.UploadHint(urls.InCluster))
 	return s
 }
 

@@ -3,6 +3,7 @@ package vd
 import (
 	"path"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,8 @@ type PodConfig struct {
 	Image string
 	// Log is how importers log (the controller's own --log-level and --log-format).
 	Log logopts.Options
+	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
+	UploadTimeout time.Duration
 }
 
 // DVCRCredentials are what an importer needs to read an image from DVCR: the puller's
@@ -38,17 +41,24 @@ const (
 	pullDir    = "/etc/importer/pull"
 	scratchDir = "/scratch"
 	keyCA      = "ca.crt"
+	// keyUploadToken holds an Upload source's token (the disk's AnnotationUploadToken).
+	keyUploadToken = "upload-token"
 )
 
 // ImporterName names a disk's importer Pod and its Secret.
 func ImporterName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-importer", vd.Name) }
 
+// UploaderName names the Service in front of a disk's uploader (an Upload source's importer).
+func UploaderName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-upload", vd.Name) }
+
 // ImporterSecret holds the files the importer reads its source with that are not the user's
-// own Secret: the source's CA bundle, and for a DVCR source the puller's credentials and DVCR's
-// CA. It is nil when the source needs none.
+// own Secret: the source's CA bundle, for a DVCR source the puller's credentials and DVCR's
+// CA, for an upload its token. It is nil when the source needs none.
 func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr DVCRCredentials) *corev1.Secret {
 	data := map[string][]byte{}
 	switch {
+	case src.Upload:
+		data[keyUploadToken] = []byte(vd.Annotations[importerpod.AnnotationUploadToken])
 	case src.DVCR:
 		data[keyCA] = dvcr.CA
 		data[corev1.DockerConfigJsonKey] = dvcr.DockerConfigJSON
@@ -72,9 +82,14 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 		importerpod.Flag(contract.FlagScratchDir, scratchDir),
 		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
 	}
-	if src.URL != "" {
+	container := importerpod.Container(c.Image, c.Log)
+	switch {
+	case src.Upload:
+		args = append(args, importerpod.UploadArgs(path.Join(secretDir, keyUploadToken), c.UploadTimeout)...)
+		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
+	case src.URL != "":
 		args = append(args, importerpod.Flag(contract.FlagSourceURL, src.URL))
-	} else {
+	default:
 		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.Image))
 	}
 	if cs := src.Checksum; cs != nil {
@@ -84,7 +99,6 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 			}
 		}
 	}
-	container := importerpod.Container(c.Image, c.Log)
 	container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}}
 	volumes := []corev1.Volume{
 		{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
@@ -102,7 +116,9 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 	if secret != nil {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "source", MountPath: secretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
-		args = append(args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
+		if _, ok := secret.Data[keyCA]; ok {
+			args = append(args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
+		}
 		if _, ok := secret.Data[corev1.DockerConfigJsonKey]; ok {
 			args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(secretDir, corev1.DockerConfigJsonKey)))
 		}
@@ -115,10 +131,30 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 		args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
 	}
 	container.Args = append(container.Args, args...)
-	l := labels(vd)
-	l["app.kubernetes.io/name"] = "importer"
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: l, OwnerReferences: owner(vd)},
+		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: importerLabels(vd), OwnerReferences: owner(vd)},
 		Spec:       importerpod.Spec(container, volumes),
 	}
+}
+
+func importerLabels(vd *v1alpha2.VirtualDisk) map[string]string {
+	l := labels(vd)
+	l[labelName] = "importer"
+	return l
+}
+
+// labelName says what a Pod of the controller's is.
+const labelName = "app.kubernetes.io/name"
+
+// UploaderService is the Service in front of the disk's uploader: the disk's upload URL.
+func UploaderService(vd *v1alpha2.VirtualDisk) *corev1.Service {
+	return importerpod.UploaderService(
+		metav1.ObjectMeta{Name: UploaderName(vd), Namespace: vd.Namespace, Labels: labels(vd), OwnerReferences: owner(vd)},
+		map[string]string{LabelVDUID: string(vd.UID), labelName: "importer"})
+}
+
+// UploadURLs are where the user uploads the disk (status.imageUploadURLs): its Service's
+// in-cluster address. There is no external address (an Ingress would give one).
+func UploadURLs(vd *v1alpha2.VirtualDisk) *v1alpha2.ImageUploadURLs {
+	return &v1alpha2.ImageUploadURLs{InCluster: importerpod.UploadURL(UploaderName(vd), vd.Namespace)}
 }

@@ -2,10 +2,15 @@ package vd
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 )
 
 func TestClaim(t *testing.T) {
@@ -29,7 +34,7 @@ func TestClaim(t *testing.T) {
 }
 
 func TestImporterPod(t *testing.T) {
-	c := PodConfig{Image: "registry.example/d8v/importer:dev"}
+	c := PodConfig{Image: "registry.example/d8v/importer:dev", UploadTimeout: time.Hour}
 	d := disk(httpSource, "100Mi", "")
 	cases := []struct {
 		name    string
@@ -49,10 +54,30 @@ func TestImporterPod(t *testing.T) {
 			secret: ImporterSecret(d, &Source{DVCR: true}, DVCRCredentials{DockerConfigJSON: []byte("{}"), CA: []byte("pem")}),
 			args:   []string{"--source-image=dvcr.ns.svc/cvi/tiny:latest", "--source-ca-bundle=/etc/importer/source/ca.crt", "--source-auth-file=/etc/importer/source/.dockerconfigjson"},
 			mounts: []string{"/scratch", "/data", "/etc/importer/source"}},
+		{name: "an upload into a device", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("1Gi"), Source: &Source{Upload: true}},
+			secret: ImporterSecret(uploadDisk, &Source{Upload: true}, DVCRCredentials{}),
+			args:   []string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s", "--destination-file=" + DevicePath},
+			mounts: []string{"/scratch", "/etc/importer/source"}, devices: []string{DevicePath}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := c.ImporterPod(d, "vd-tiny-uid-1", tc.plan, tc.secret)
+			if tc.plan.Source.Upload {
+				ports := pod.Spec.Containers[0].Ports
+				if len(ports) != 2 || ports[1].Name != "upload" || ports[1].ContainerPort != 8090 {
+					t.Errorf("ports %+v", ports)
+				}
+				if slices.ContainsFunc(pod.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--source-ca-bundle") }) {
+					t.Errorf("an upload reads a CA bundle: %q", pod.Spec.Containers[0].Args)
+				}
+				// The uploader Service selects it.
+				svc := UploaderService(d)
+				for k, v := range svc.Spec.Selector {
+					if pod.Labels[k] != v {
+						t.Errorf("the service selects %s=%s, the pod has %q", k, v, pod.Labels)
+					}
+				}
+			}
 			if pod.Name != "vd-importer-tiny" || pod.Namespace != "ns" || pod.OwnerReferences[0].UID != "uid-1" || pod.Labels[LabelManagedBy] != ManagedBy ||
 				pod.Spec.RestartPolicy != corev1.RestartPolicyNever || *pod.Spec.AutomountServiceAccountToken {
 				t.Fatalf("pod %+v", pod.ObjectMeta)
@@ -93,5 +118,26 @@ func TestImporterSecret(t *testing.T) {
 	s = ImporterSecret(d, &Source{Image: "dvcr/x", DVCR: true}, creds)
 	if s == nil || string(s.Data[keyCA]) != "dvcr-ca" || string(s.Data[corev1.DockerConfigJsonKey]) != `{"auths":{}}` {
 		t.Errorf("DVCR secret %+v", s)
+	}
+}
+
+var uploadDisk = func() *v1alpha2.VirtualDisk {
+	d := disk(uploadSource, "1Gi", "")
+	d.Annotations = map[string]string{importerpod.AnnotationUploadToken: "t0ken"}
+	return d
+}()
+
+func TestUploader(t *testing.T) {
+	s := ImporterSecret(uploadDisk, &Source{Upload: true}, DVCRCredentials{CA: []byte("dvcr-ca")})
+	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || len(s.Data) != 1 {
+		t.Errorf("upload secret %+v", s)
+	}
+	svc := UploaderService(uploadDisk)
+	if svc.Name != "vd-upload-tiny" || svc.Namespace != "ns" || svc.OwnerReferences[0].UID != "uid-1" || svc.Labels[LabelManagedBy] != ManagedBy ||
+		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.StrVal != "upload" || svc.Spec.Selector[LabelVDUID] != "uid-1" {
+		t.Errorf("service %+v", svc)
+	}
+	if got := UploadURLs(uploadDisk).InCluster; got != "http://vd-upload-tiny.ns.svc/upload" {
+		t.Errorf("upload URL %s", got)
 	}
 }

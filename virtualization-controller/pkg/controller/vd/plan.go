@@ -62,8 +62,10 @@ type Plan struct {
 	Source *Source
 }
 
-// Source is what an importer Pod reads: a URL or an image (one of them).
+// Source is what an importer Pod reads: a URL, an image, or the user's upload (one of them).
 type Source struct {
+	// Upload: the importer is an uploader; it takes the user's `curl -T` with the disk's token.
+	Upload   bool
 	URL      string
 	Checksum *v1alpha2.Checksum
 	Image    string
@@ -153,9 +155,11 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 		}
 		plan.Source = &Source{Image: img.RegistryURL, DVCR: true}
 		unpacked = img.UnpackedBytes
+	case ds.Type == v1alpha2.DataSourceTypeUpload:
+		plan.Source = &Source{Upload: true}
 	default:
 		return Plan{}, pending(vdcondition.DatasourceReadyType, "UnsupportedDataSource",
-			"spec.dataSource.type %s is not supported by this version of virtualization-controller yet: use HTTP, ContainerImage or ObjectRef", ds.Type)
+			"spec.dataSource.type %s is not supported by this version of virtualization-controller: use HTTP, ContainerImage, ObjectRef or Upload", ds.Type)
 	}
 
 	switch {
@@ -166,6 +170,9 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 		plan.Size = *size
 	case unpacked > 0:
 		plan.Size = *resource.NewQuantity(unpacked, resource.BinarySI)
+	case ds.Type == v1alpha2.DataSourceTypeUpload:
+		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
+			"spec.persistentVolumeClaim.size is required for an Upload source: the disk's volume is made before the upload comes (or upload a VirtualImage and refer to that with objectRef)")
 	default:
 		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
 			"spec.persistentVolumeClaim.size is required for a %s source: its unpacked size is known only after the download (or import it as a VirtualImage and refer to that with objectRef)", ds.Type)

@@ -43,11 +43,12 @@ func disk(ds *v1alpha2.VirtualDiskDataSource, size string, sc string) *v1alpha2.
 }
 
 var (
-	httpSource = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &v1alpha2.DataSourceHTTP{URL: "http://srv/tiny.qcow2", Checksum: &v1alpha2.Checksum{SHA256: strings.Repeat("a", 64)}}}
-	cviSource  = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.ClusterVirtualImageKind, Name: "tiny"}}
-	viSource   = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: "tiny"}}
-	ciSource   = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "reg/disk:1", ImagePullSecret: &v1alpha2.ImagePullSecret{Name: "pull"}}}
-	readyImage = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
+	httpSource   = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeHTTP, HTTP: &v1alpha2.DataSourceHTTP{URL: "http://srv/tiny.qcow2", Checksum: &v1alpha2.Checksum{SHA256: strings.Repeat("a", 64)}}}
+	cviSource    = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.ClusterVirtualImageKind, Name: "tiny"}}
+	viSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: "tiny"}}
+	ciSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "reg/disk:1", ImagePullSecret: &v1alpha2.ImagePullSecret{Name: "pull"}}}
+	uploadSource = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}
+	readyImage   = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
 )
 
 func TestMakePlan(t *testing.T) {
@@ -98,8 +99,11 @@ func TestMakePlan(t *testing.T) {
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Message: "kept on a PersistentVolumeClaim"}},
 		{name: "pull secret missing", vd: disk(ciSource, "1Gi", ""), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.ContainerRegistrySecretNotFound), Message: "Secret ns/pull not found"}},
-		{name: "upload", vd: disk(&v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}, "1Gi", ""), deps: Deps{StorageClasses: local},
-			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Message: "spec.dataSource.type Upload is not supported"}},
+		{name: "upload", vd: disk(uploadSource, "1Gi", "block"), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
+				Source: &Source{Upload: true}}},
+		{name: "upload without size", vd: disk(uploadSource, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size is required for an Upload source: the disk's volume is made before the upload comes"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,6 +48,8 @@ type Config struct {
 	// Interval is how often a running import's progress is read, and how often a disk that
 	// waits (for its source, or for its users to go) looks again.
 	Interval time.Duration
+	// NewToken makes an Upload source's token (importerpod.AnnotationUploadToken).
+	NewToken func() (string, error)
 }
 
 // Reconciler carries out Decide, one step per reconcile, reading the disk, its claim and its
@@ -139,7 +141,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				p = &got
 			}
 		}
-		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now()))
+		s := ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now())
+		if isUpload(vd) && importerpod.UploadNotBegun(p, vd.Status.Phase != v1alpha2.DiskProvisioning) {
+			// The URL appears once the uploader is ready to take the upload.
+			s = UploaderStartingStatus(vd, pvc.Name, storageClassOf(pvc), r.now())
+			if importerpod.Ready(pod) {
+				s = WaitForUploadStatus(vd, pvc.Name, storageClassOf(pvc), UploadURLs(vd), r.now())
+			}
+		}
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, s)
 	case StepRecordResult:
 		return ctrl.Result{}, r.recordResult(ctx, vd, pvc, pod)
 	case StepLost:
@@ -236,6 +246,9 @@ func (r *Reconciler) provision(ctx context.Context, vd *v1alpha2.VirtualDisk) (c
 	if problem != nil {
 		return r.problem(ctx, vd, problem)
 	}
+	if plan.Source != nil && plan.Source.Upload && vd.Annotations[importerpod.AnnotationUploadToken] == "" {
+		return ctrl.Result{}, r.addUploadToken(ctx, vd)
+	}
 	pvc := Claim(vd, plan)
 	if err := r.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedCreate", "Provision", "Error creating PersistentVolumeClaim %s: %v", pvc.Name, err)
@@ -300,7 +313,28 @@ func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, 
 		return fmt.Errorf("create importer pod: %w", err)
 	}
 	log.FromContext(ctx).Info("importer pod created", "pod", pod.Name, "claim", claim)
+	if plan.Source.Upload {
+		if err := r.client.Create(ctx, UploaderService(vd)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create uploader service: %w", err)
+		}
+		return r.setStatus(ctx, vd, UploaderStartingStatus(vd, claim, plan.StorageClass, r.now()))
+	}
 	return r.setStatus(ctx, vd, ProvisioningStatus(vd, claim, plan.StorageClass, nil, r.now()))
+}
+
+// addUploadToken gives a disk with an Upload source the token its uploader will take.
+func (r *Reconciler) addUploadToken(ctx context.Context, vd *v1alpha2.VirtualDisk) error {
+	token, err := r.cfg.NewToken()
+	if err != nil {
+		return fmt.Errorf("upload token: %w", err)
+	}
+	patch := client.MergeFrom(vd.DeepCopy())
+	metav1.SetMetaDataAnnotation(&vd.ObjectMeta, importerpod.AnnotationUploadToken, token)
+	return wrap("add upload token", r.client.Patch(ctx, vd, patch))
+}
+
+func isUpload(vd *v1alpha2.VirtualDisk) bool {
+	return vd.Spec.DataSource != nil && vd.Spec.DataSource.Type == v1alpha2.DataSourceTypeUpload
 }
 
 func (r *Reconciler) dvcrCredentials(ctx context.Context) (DVCRCredentials, error) {
@@ -361,7 +395,7 @@ func (r *Reconciler) observe(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc 
 	return r.setStatus(ctx, vd, ClaimStatus(vd, pvc, wffc, r.now()))
 }
 
-// deleteImporter deletes the importer Pod (if any) and its Secret (if any).
+// deleteImporter deletes the importer Pod (if any), its Secret and its uploader Service (if any).
 func (r *Reconciler) deleteImporter(ctx context.Context, vd *v1alpha2.VirtualDisk, pod *corev1.Pod) error {
 	if pod != nil {
 		err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -370,9 +404,14 @@ func (r *Reconciler) deleteImporter(ctx context.Context, vd *v1alpha2.VirtualDis
 		}
 		log.FromContext(ctx).Info("importer pod deleted", "pod", pod.Name)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: ImporterName(vd)}}
-	if err := r.client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete importer secret: %w", err)
+	companions := []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: ImporterName(vd)}}}
+	if isUpload(vd) {
+		companions = append(companions, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: UploaderName(vd)}})
+	}
+	for _, o := range companions {
+		if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete importer %T %s: %w", o, o.GetName(), err)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
@@ -47,7 +48,8 @@ type world struct {
 	vd       *v1alpha2.VirtualDisk
 }
 
-var testConfig = Config{Pods: PodConfig{Image: "registry.example/d8v/importer:dev"}, Namespace: "d8-virtualization", DVCRPullerSecret: "dvcr-puller", DVCRTLSSecret: "dvcr-tls", Interval: 2 * time.Second}
+var testConfig = Config{Pods: PodConfig{Image: "registry.example/d8v/importer:dev"}, Namespace: "d8-virtualization", DVCRPullerSecret: "dvcr-puller", DVCRTLSSecret: "dvcr-tls", Interval: 2 * time.Second,
+	NewToken: func() (string, error) { return "t0ken", nil }}
 
 func newWorld(t *testing.T, vd *v1alpha2.VirtualDisk, objs ...client.Object) *world {
 	scheme := runtime.NewScheme()
@@ -278,6 +280,88 @@ func TestReconcileImportFailed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An upload: a token, then the claim, the uploader and its Service; Pending until the uploader
+// is ready, then WaitForUserUpload with the URL; Provisioning once bytes come; Ready with the
+// uploader, its Secret and its Service gone. An upload that never comes fails the disk.
+func TestReconcileUpload(t *testing.T) {
+	w := newWorld(t, newDisk(uploadSource, "1Gi"))
+	w.reconcile() // finalizer
+	w.reconcile() // token
+	if got := w.disk().Annotations[importerpod.AnnotationUploadToken]; got != "t0ken" || w.claim() != nil {
+		t.Fatalf("token %q, claim %v", got, w.claim())
+	}
+	w.reconcile()
+	d := w.phase(v1alpha2.DiskPending)
+	w.event("Phase Pending: the uploader is starting")
+	pod, svc, secret := w.pod(), &corev1.Service{}, &corev1.Secret{}
+	if pod == nil || w.claim() == nil || !w.get(UploaderName(w.vd), svc) || !w.get(ImporterName(w.vd), secret) || string(secret.Data[keyUploadToken]) != "t0ken" {
+		t.Fatalf("pod %v, claim %v, service %v, secret %v", pod, w.claim(), svc, secret.Data)
+	}
+	if d.Status.ImageUploadURLs != nil || d.Status.Target.PersistentVolumeClaimName == "" {
+		t.Fatalf("status %+v", d.Status)
+	}
+
+	// Running but not ready: still no URL. Ready: the URL, and how to upload.
+	pod.Status.PodIP, pod.Status.Phase = "10.213.0.9", corev1.PodRunning
+	w.updateStatus(pod)
+	w.progress.p = importerprogress.Progress{}
+	w.reconcile()
+	w.phase(v1alpha2.DiskPending)
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	w.updateStatus(pod)
+	if res := w.reconcile(); res.RequeueAfter != testConfig.Interval {
+		t.Fatalf("result %+v", res)
+	}
+	d = w.phase(v1alpha2.DiskWaitForUserUpload)
+	w.event("Phase WaitForUserUpload: waiting for the upload: curl -T disk.qcow2")
+	if d.Status.ImageUploadURLs == nil || d.Status.ImageUploadURLs.InCluster != "http://vd-upload-tiny.ns.svc/upload" {
+		t.Fatalf("upload URLs %+v", d.Status.ImageUploadURLs)
+	}
+	if c := meta.FindStatusCondition(d.Status.Conditions, string(vdcondition.ReadyType)); c == nil || c.Reason != string(vdcondition.WaitForUserUpload) {
+		t.Fatalf("Ready %+v", c)
+	}
+	// A progress that cannot be read keeps the phase.
+	w.progress.err = errors.New("connection refused")
+	w.reconcile()
+	w.phase(v1alpha2.DiskWaitForUserUpload)
+
+	w.progress.p, w.progress.err = importerprogress.Progress{ReadBytes: 1 << 20, Ratio: 0.25}, nil
+	w.reconcile()
+	if d := w.phase(v1alpha2.DiskProvisioning); d.Status.ImageUploadURLs != nil || d.Status.Progress != "25.0%" {
+		t.Fatalf("status %+v", d.Status)
+	}
+	w.event("Phase Provisioning")
+	// Once bytes came, a progress that cannot be read does not bring the URL back.
+	w.progress.err = errors.New("connection refused")
+	w.reconcile()
+	w.phase(v1alpha2.DiskProvisioning)
+
+	w.bind("1120Mi")
+	w.end(contract.Result{Reason: contract.ReasonCompleted, Format: "qcow2", UnpackedSize: 25 << 20})
+	w.reconcile()
+	w.phase(v1alpha2.DiskReady)
+	if w.pod() != nil || w.get(UploaderName(w.vd), &corev1.Service{}) || w.get(ImporterName(w.vd), &corev1.Secret{}) {
+		t.Fatal("the uploader, its Service or its Secret is left")
+	}
+
+	t.Run("never comes", func(t *testing.T) {
+		w := newWorld(t, newDisk(uploadSource, "1Gi"))
+		w.reconcile()
+		w.reconcile()
+		w.reconcile()
+		w.end(contract.Result{Reason: contract.ReasonUploadTimeout, Message: "no upload began within 1h0m0s: delete the image and create it again"})
+		w.reconcile()
+		d := w.phase(v1alpha2.DiskFailed)
+		if c := meta.FindStatusCondition(d.Status.Conditions, string(vdcondition.ReadyType)); c == nil || c.Reason != string(vdcondition.WaitForUserUploadTimeout) ||
+			!strings.HasPrefix(c.Message, "no upload began within 1h0m0s") {
+			t.Fatalf("Ready %+v", c)
+		}
+		if w.pod() != nil || w.claim() != nil || w.get(UploaderName(w.vd), &corev1.Service{}) {
+			t.Fatal("left behind")
+		}
+	})
 }
 
 func TestReconcileBlank(t *testing.T) {

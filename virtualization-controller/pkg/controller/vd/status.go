@@ -12,6 +12,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
@@ -48,6 +49,7 @@ func ProblemStatus(vd *v1alpha2.VirtualDisk, p *Problem, now metav1.Time) v1alph
 func ProvisioningStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, p *importerprogress.Progress, now metav1.Time) v1alpha2.VirtualDiskStatus {
 	s := base(vd)
 	s.Phase = v1alpha2.DiskProvisioning
+	s.ImageUploadURLs = nil
 	s.Target.PersistentVolumeClaimName = claim
 	s.StorageClassName = storageClass
 	if s.Progress == "" {
@@ -64,22 +66,54 @@ func ProvisioningStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, p 
 	return s
 }
 
+// UploaderStartingStatus: the claim exists and the uploader Pod starts; until it is ready there
+// is no URL to upload to.
+func UploaderStartingStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, now metav1.Time) v1alpha2.VirtualDiskStatus {
+	s := base(vd)
+	s.Phase = v1alpha2.DiskPending
+	s.ImageUploadURLs = nil
+	s.Target.PersistentVolumeClaimName = claim
+	s.StorageClassName = storageClass
+	sourceReady(&s, vd.Generation, now)
+	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.ProvisioningNotStarted),
+		"the uploader is starting: the upload URL appears once it is ready")
+	return s
+}
+
+// WaitForUploadStatus: the uploader waits for the user's upload at urls.
+func WaitForUploadStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, urls *v1alpha2.ImageUploadURLs, now metav1.Time) v1alpha2.VirtualDiskStatus {
+	s := base(vd)
+	s.Phase = v1alpha2.DiskWaitForUserUpload
+	s.Progress = "0%"
+	s.ImageUploadURLs = urls
+	s.Target.PersistentVolumeClaimName = claim
+	s.StorageClassName = storageClass
+	sourceReady(&s, vd.Generation, now)
+	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.WaitForUserUpload), importerpod.UploadHint(urls.InCluster))
+	return s
+}
+
 // FailedStatus: the import ended with r, which is no disk (a failure, or an ISO). Its claim is
 // deleted, so status names none.
 func FailedStatus(vd *v1alpha2.VirtualDisk, r contract.Result, now metav1.Time) v1alpha2.VirtualDiskStatus {
 	s := base(vd)
 	s.Phase = v1alpha2.DiskFailed
 	s.DownloadSpeed = nil
+	s.ImageUploadURLs = nil
 	s.Capacity = ""
 	s.Target.PersistentVolumeClaimName = ""
 	msg := fmt.Sprintf("%s: %s", r.Reason, r.Message)
+	reason := vdcondition.ProvisioningFailed
 	switch {
+	case r.Reason == contract.ReasonUploadTimeout:
+		reason = vdcondition.WaitForUserUploadTimeout
+		msg = r.Message
 	case r.Reason == contract.ReasonCompleted && r.CDROM:
 		msg = "the source is an ISO image (a CD-ROM), which cannot be a disk: make a VirtualImage or ClusterVirtualImage of it and attach that to the virtual machine as a CD-ROM"
 	case r.Reason == contract.ReasonTooLarge:
 		msg += "; grow spec.persistentVolumeClaim.size and the import runs again"
 	}
-	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.ProvisioningFailed), msg)
+	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(reason), msg)
 	return s
 }
 
@@ -88,6 +122,7 @@ func FailedStatus(vd *v1alpha2.VirtualDisk, r contract.Result, now metav1.Time) 
 func ClaimStatus(vd *v1alpha2.VirtualDisk, pvc *corev1.PersistentVolumeClaim, waitForFirstConsumer bool, now metav1.Time) v1alpha2.VirtualDiskStatus {
 	s := base(vd)
 	s.DownloadSpeed = nil
+	s.ImageUploadURLs = nil
 	s.Target.PersistentVolumeClaimName = pvc.Name
 	if pvc.Spec.StorageClassName != nil {
 		s.StorageClassName = *pvc.Spec.StorageClassName
