@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -333,11 +334,13 @@ func testToDVCR(t *testing.T, f *fixture) {
 }
 
 func testToFile(t *testing.T, f *fixture) {
+	// The disk is larger than the image: disk.img is the disk's size.
+	diskSize := (len(f.raw)>>20 + 8) << 20
 	for _, file := range []string{"disk.img", "disk.img.gz", "disk.qcow2", "disk.qcow2.gz"} {
 		t.Run(file, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "disk.img")
 			res, code := f.run(t, "--"+contract.FlagSourceURL, f.url(file), "--"+contract.FlagMD5, md5hex(f.files[file]),
-				"--"+contract.FlagDestinationFile, out, "--"+contract.FlagCapacity, "1073741824")
+				"--"+contract.FlagDestinationFile, out, "--"+contract.FlagCapacity, strconv.Itoa(diskSize))
 			if code != 0 {
 				t.Fatalf("exit %d: %+v", code, res)
 			}
@@ -345,8 +348,9 @@ func testToFile(t *testing.T, f *fixture) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, f.raw) {
-				t.Fatal("disk.img differs from the source")
+			// The disk's size, the image first.
+			if len(got) != diskSize || !bytes.Equal(got[:len(f.raw)], f.raw) || !bytes.Equal(got[len(f.raw):], make([]byte, diskSize-len(f.raw))) {
+				t.Fatalf("disk.img (%d bytes) is not the source (%d bytes) grown to %d bytes", len(got), len(f.raw), diskSize)
 			}
 			if res.UnpackedSize != int64(len(f.raw)) || res.StoredSize <= 0 || res.StoredSize > int64(len(f.raw))+1<<20 {
 				t.Fatalf("result %+v", res)

@@ -21,7 +21,7 @@ func TestClaim(t *testing.T) {
 		pvc.Labels[LabelVDUID] != "uid-1" || pvc.Labels[LabelManagedBy] != ManagedBy || pvc.OwnerReferences[0].UID != "uid-1" || pvc.Annotations[AnnotationDiskSize] != "100Mi" {
 		t.Fatalf("claim %+v", pvc)
 	}
-	if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "139Mi" {
+	if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "100Mi" {
 		t.Errorf("request %s", got.String())
 	}
 	if _, ok := pvc.Annotations[AnnotationProvisioned]; ok {

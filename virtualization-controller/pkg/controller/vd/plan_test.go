@@ -136,9 +136,10 @@ func TestClaimRequest(t *testing.T) {
 		want string
 	}{
 		{100 << 20, corev1.PersistentVolumeBlock, "100Mi"},
-		{100 << 20, corev1.PersistentVolumeFilesystem, "139Mi"}, // 100 + 6.25 + 32, rounded up
-		{10 << 30, corev1.PersistentVolumeFilesystem, "10912Mi"},
-		{1, corev1.PersistentVolumeFilesystem, "33Mi"},
+		{100 << 20, corev1.PersistentVolumeFilesystem, "100Mi"},
+		{10 << 30, corev1.PersistentVolumeFilesystem, "10Gi"},
+		{1, corev1.PersistentVolumeFilesystem, "1Mi"},
+		{100<<20 + 1, corev1.PersistentVolumeBlock, "101Mi"},
 	} {
 		if got := ClaimRequest(tc.size, tc.mode); got.Cmp(resource.MustParse(tc.want)) != 0 {
 			t.Errorf("ClaimRequest(%d, %s) = %s, want %s", tc.size, tc.mode, got.String(), tc.want)

@@ -24,17 +24,14 @@ const (
 // never meets its predecessor's claim.
 func ClaimName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd", vd.Name, string(vd.UID)) }
 
-// ClaimRequest is what a claim must request to hold a disk of size bytes. A Block volume is the
-// disk. A Filesystem volume holds disk.img in a file system that takes some of the volume for
-// itself (ext4: the journal, up to 1GiB, and inode tables, about 1.6%): 1/16 of the size and
-// 32MiB more, rounded up to whole MiB.
-func ClaimRequest(size int64, mode corev1.PersistentVolumeMode) resource.Quantity {
+// ClaimRequest is what a claim must request to hold a disk of size bytes, in whole MiB: the
+// size itself, in either volume mode. A Block volume is the disk; a Filesystem volume holds
+// disk.img of the claim's request, as KubeVirt sizes a claim's image (virt-launcher makes a
+// missing one that large and grows a smaller one to it), in a file system that the storage
+// makes large enough for it, or a little less (KubeVirt then takes what there is, within 10%).
+func ClaimRequest(size int64, _ corev1.PersistentVolumeMode) resource.Quantity {
 	const mib = 1 << 20
-	if mode == corev1.PersistentVolumeBlock {
-		return *resource.NewQuantity(size, resource.BinarySI)
-	}
-	n := size + size/16 + 32*mib
-	n = (n + mib - 1) / mib * mib
+	n := (size + mib - 1) / mib * mib
 	return *resource.NewQuantity(n, resource.BinarySI)
 }
 

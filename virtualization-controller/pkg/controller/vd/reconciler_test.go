@@ -386,7 +386,7 @@ func TestReconcileResize(t *testing.T) {
 	w := newWorld(t, newDisk(nil, "100Mi"))
 	w.reconcile()
 	w.reconcile()
-	w.bind("139Mi")
+	w.bind("100Mi")
 	w.reconcile()
 	w.phase(v1alpha2.DiskReady)
 
@@ -395,16 +395,16 @@ func TestReconcileResize(t *testing.T) {
 	d.Generation++
 	w.update(d)
 	w.reconcile()
-	if got := w.claim().Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "245Mi" {
+	if got := w.claim().Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "200Mi" {
 		t.Fatalf("request %s", got.String())
 	}
 	d = w.phase(v1alpha2.DiskResizing)
 	if c := meta.FindStatusCondition(d.Status.Conditions, string(vdcondition.ResizingType)); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("Resizing %+v", c)
 	}
-	w.bind("245Mi")
+	w.bind("200Mi")
 	w.reconcile()
-	if d := w.phase(v1alpha2.DiskReady); d.Status.Capacity != "245Mi" || d.Status.ObservedGeneration != d.Generation {
+	if d := w.phase(v1alpha2.DiskReady); d.Status.Capacity != "200Mi" || d.Status.ObservedGeneration != d.Generation {
 		t.Fatalf("status %+v", d.Status)
 	}
 }

@@ -113,8 +113,9 @@ func TestResizeTo(t *testing.T) {
 		pvc  *corev1.PersistentVolumeClaim
 		want string
 	}{
-		{"as planned", "100Mi", boundClaim("139Mi", "139Mi"), ""},
-		{"grown", "200Mi", boundClaim("139Mi", "139Mi"), "245Mi"},
+		{"as planned", "100Mi", boundClaim("100Mi", "100Mi"), ""},
+		{"grown", "200Mi", boundClaim("100Mi", "100Mi"), "200Mi"},
+		{"an older claim, larger than the disk", "120Mi", boundClaim("139Mi", "139Mi"), ""},
 		{"block grown", "150Mi", block, "150Mi"},
 		{"sized from the image", "", boundClaim("139Mi", "139Mi"), ""},
 	} {

@@ -45,8 +45,9 @@ const (
 	// FlagDestinationFile is a raw disk: a file (a Filesystem PVC's disk.img, created) or a block
 	// device (a Block PVC's devicePath, written in place).
 	FlagDestinationFile = "destination-file"
-	// FlagCapacity is the most bytes the unpacked disk may have (the PVC's size); 0 means the size
-	// of the block device, or no limit for a file. A larger image fails with ReasonTooLarge.
+	// FlagCapacity is the disk's size: the most bytes the unpacked disk may have, and the size of
+	// a destination file (a smaller image's disk.img grows to it, sparse); 0 means the size of
+	// the block device, or no limit for a file. A larger image fails with ReasonTooLarge.
 	FlagCapacity = "capacity"
 
 	FlagScratchDir                = "scratch-dir"              // where images that need qemu-img are staged (default: the system's temp dir)

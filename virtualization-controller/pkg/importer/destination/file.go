@@ -22,7 +22,7 @@ const PartialSuffix = ".importing"
 type File struct {
 	Path string
 	// Capacity is the most bytes the disk may have: the limit given, else the block device's
-	// size; 0 means no limit.
+	// size; 0 means no limit. A file is made that large (Commit).
 	Capacity int64
 	block    bool
 }
@@ -164,6 +164,15 @@ func Stage(path string, r io.Reader) (int64, error) {
 func (f *File) Commit() error {
 	if f.block {
 		return nil
+	}
+	// The disk is the capacity asked for: a smaller image grows into it (a sparse tail), as a
+	// claim's disk.img is as large as its disk, not as the image it was made from.
+	if st, err := os.Stat(f.WritePath()); err != nil {
+		return contract.Errorf(contract.ReasonDestinationFailed, "destination: %w", err)
+	} else if st.Size() < f.Capacity {
+		if err := os.Truncate(f.WritePath(), f.Capacity); err != nil {
+			return contract.Errorf(contract.ReasonDestinationFailed, "destination: grow the disk to %d bytes: %w", f.Capacity, err)
+		}
 	}
 	if err := os.Rename(f.WritePath(), f.Path); err != nil {
 		return contract.Errorf(contract.ReasonDestinationFailed, "destination: %w", err)

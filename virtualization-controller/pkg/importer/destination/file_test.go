@@ -27,6 +27,8 @@ func TestFile(t *testing.T) {
 		{name: "odd tail", data: append(disk(1, 1), 1, 2, 3), maxStored: 1<<20 + 64<<10},
 		{name: "fits exactly", data: disk(2, 0), capacity: 2 << 20, maxStored: 2<<20 + 64<<10},
 		{name: "too large", data: disk(2, 1), capacity: 2 << 20, reason: contract.ReasonTooLarge},
+		// The file is the capacity: the image's end, then holes.
+		{name: "grows to the capacity", data: disk(1, 0), capacity: 3 << 20, maxStored: 1<<20 + 64<<10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,8 +61,12 @@ func TestFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(path)
-			if err != nil || !bytes.Equal(got, tc.data) {
-				t.Fatalf("the file differs (%d bytes, %v)", len(got), err)
+			want := tc.data
+			if int64(len(want)) < tc.capacity {
+				want = append(bytes.Clone(want), make([]byte, tc.capacity-int64(len(want)))...)
+			}
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("the file differs (%d bytes, want %d, %v)", len(got), len(want), err)
 			}
 			if stored, err := f.Stored(); err != nil || stored > tc.maxStored {
 				t.Fatalf("stored %d (%v), want at most %d", stored, err, tc.maxStored)
