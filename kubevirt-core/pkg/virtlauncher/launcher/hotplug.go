@@ -150,7 +150,8 @@ func (m *Manager) forgetFailures(want map[string]*kubevirtv1.Volume) bool {
 
 // attachDisk attaches the disk of a hotplugged volume to the running domain.
 func (m *Manager) attachDisk(vmi *kubevirtv1.VirtualMachineInstance, dom *libvirt.Domain, v *kubevirtv1.Volume) error {
-	path, err := preparePVCDisk(vmi, v, hotplug.DisksDir, dirBytesAvailable)
+	// Not in use yet: an image smaller than its claim grows, as at a start.
+	path, _, _, err := preparePVCDisk(vmi, v, hotplug.DisksDir, true, dirBytesAvailable)
 	if err != nil {
 		return fmt.Errorf("hotplug volume %s: %w", v.Name, err)
 	}

@@ -77,7 +77,7 @@ func (m *Manager) prepareTarget(ctx context.Context, vmi *kubevirtv1.VirtualMach
 			return "", nil, fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	if _, err := prepareVolumes(ctx, m.cfg, m.cdisks, vmi, log); err != nil {
+	if _, err := prepareVolumes(ctx, m.cfg, m.cdisks, vmi, false, log); err != nil {
 		return "", nil, err
 	}
 	if _, err := m.setupNetwork(ctx, vmi, log); err != nil {

@@ -74,7 +74,7 @@ func (m *Manager) create(ctx context.Context, vmi *kubevirtv1.VirtualMachineInst
 			return nil, "", fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	paths, err := prepareVolumes(ctx, m.cfg, m.cdisks, vmi, log)
+	paths, err := prepareVolumes(ctx, m.cfg, m.cdisks, vmi, true, log)
 	if err != nil {
 		return nil, "", err
 	}

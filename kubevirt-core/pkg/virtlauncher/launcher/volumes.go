@@ -58,10 +58,12 @@ func checkBlockDevice(path string) error {
 	return nil
 }
 
-// prepareVolumes creates what each volume needs on disk and returns the file of each.
+// prepareVolumes creates what each volume needs on disk and returns the file of each. With
+// expand (a start, not a migration's target, whose source runs the guest) a claim's image
+// smaller than its claim grows (preparePVCDisk).
 // Errors about the VMI's own fields are InvalidVMIErrors; a missing image or PVC file is not, as it
 // may still appear.
-func prepareVolumes(ctx context.Context, cfg Config, cdisks *containerDisks, vmi *kubevirtv1.VirtualMachineInstance, log *slog.Logger) (map[string]string, error) {
+func prepareVolumes(ctx context.Context, cfg Config, cdisks *containerDisks, vmi *kubevirtv1.VirtualMachineInstance, expand bool, log *slog.Logger) (map[string]string, error) {
 	mountDir := cfg.VolumeMountDir
 	if mountDir == "" {
 		mountDir = DefaultVolumeMountDir
@@ -138,8 +140,12 @@ func prepareVolumes(ctx context.Context, cfg Config, cdisks *containerDisks, vmi
 			}
 		case v.PersistentVolumeClaim != nil:
 			var err error
-			if path, err = preparePVCDisk(vmi, v, mountDir, dirBytesAvailable); err != nil {
+			var from, to int64
+			if path, from, to, err = preparePVCDisk(vmi, v, mountDir, expand, dirBytesAvailable); err != nil {
 				return nil, fmt.Errorf("%s.persistentVolumeClaim %q: %w", field, v.PersistentVolumeClaim.ClaimName, err)
+			}
+			if to > 0 {
+				log.Info("disk image grown to its claim", "volume", v.Name, "fromBytes", from, "toBytes", to)
 			}
 		default:
 			// Volumes without a disk are legal (the converter rejects disks on unsupported ones).
@@ -162,24 +168,70 @@ const (
 // preparePVCDisk returns the image of a PVC volume, <mountDir>/<volume>/disk.img. A filesystem
 // claim without one gets a sparse raw image sized from the claim in the VMI's volume status (the
 // launcher cannot read the claim itself), as KubeVirt makes it, so an empty claim is a blank disk.
-// available tells the free bytes of a directory's file system.
-func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, mountDir string, available func(string) (int64, error)) (string, error) {
+// With expand, an image smaller than that grows to it, as far as the file system holds it
+// (KubeVirt's disk expansion: a claim that grew gives the guest a larger disk at its next
+// start); the grown sizes are returned, 0 and 0 when nothing grew. available tells the free
+// bytes of a directory's file system.
+func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, mountDir string, expand bool, available func(string) (int64, error)) (path string, from, to int64, err error) {
 	dir := filepath.Join(mountDir, v.Name)
-	path := filepath.Join(dir, "disk.img")
-	_, err := os.Stat(path)
-	if !errors.Is(err, os.ErrNotExist) {
-		return path, err
+	path = filepath.Join(dir, "disk.img")
+	info := claimInfo(vmi, v.Name)
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && expand && info != nil:
+		from, to, err = expandPVCImage(info, path, st.Size(), available)
+		return path, from, to, err
+	case !errors.Is(err, os.ErrNotExist):
+		return path, 0, 0, err
 	}
 	// Without the claim's mount there is nowhere to create the image: the Pod is not set up.
 	if _, err := os.Stat(dir); err != nil {
-		return "", err
+		return "", 0, 0, err
 	}
-	var info *kubevirtv1.PersistentVolumeClaimInfo
+	path, err = createPVCImage(info, path, dir, available)
+	return path, 0, 0, err
+}
+
+// claimInfo is what the VMI's status says of the claim of the volume name, nil when nothing.
+func claimInfo(vmi *kubevirtv1.VirtualMachineInstance, name string) *kubevirtv1.PersistentVolumeClaimInfo {
 	for _, s := range vmi.Status.VolumeStatus {
-		if s.Name == v.Name {
-			info = s.PersistentVolumeClaimInfo
+		if s.Name == name {
+			return s.PersistentVolumeClaimInfo
 		}
 	}
+	return nil
+}
+
+// expandPVCImage grows the image at path, size bytes now, to what the claim asks for
+// (pvcWantedSize), or to what its file system can hold of that when less: the free space plus
+// what the image already takes, less the reserve, in whole MiB. It never shrinks an image.
+func expandPVCImage(info *kubevirtv1.PersistentVolumeClaimInfo, path string, size int64, available func(string) (int64, error)) (int64, int64, error) {
+	const mib = 1 << 20
+	want, err := pvcWantedSize(info)
+	if err != nil || want <= size {
+		return 0, 0, nil // a claim that says nothing usable leaves the image as it is
+	}
+	free, err := available(filepath.Dir(path))
+	if err != nil {
+		return 0, 0, fmt.Errorf("free space for %s: %w", path, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, 0, err
+	}
+	room := (free + st.Blocks*512 - minimumPVCReserveBytes) / mib * mib
+	to := min(want, room)
+	if to <= size {
+		return 0, 0, nil
+	}
+	if err := os.Truncate(path, to); err != nil {
+		return 0, 0, fmt.Errorf("grow %s to %d bytes: %w", path, to, err)
+	}
+	return size, to, nil
+}
+
+// createPVCImage makes a blank image at path, sized from info, in dir.
+func createPVCImage(info *kubevirtv1.PersistentVolumeClaimInfo, path, dir string, available func(string) (int64, error)) (string, error) {
 	if info == nil {
 		return "", fmt.Errorf("no %s, and the VMI's volume status has no claim to size a new one from", path)
 	}
@@ -197,11 +249,20 @@ func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume
 	return path, nil
 }
 
-// pvcImageSize is the size of a new image on a claim with avail bytes to spare: the claim's
-// request when that is below its capacity (the user asked for that size), else the capacity,
-// aligned down to 1MiB; a provisioner that gave less space than that is tolerated up to
+// pvcImageSize is the size of a new image on a claim with avail bytes to spare: pvcWantedSize;
+// a provisioner that gave less space than that is tolerated up to
 // lessPVCSpaceTolerationPercent, the image then taking what there is.
 func pvcImageSize(info *kubevirtv1.PersistentVolumeClaimInfo, avail int64) (int64, error) {
+	size, err := pvcWantedSize(info)
+	if err != nil {
+		return 0, err
+	}
+	return fitImageSize("claim "+info.ClaimName, size, avail)
+}
+
+// pvcWantedSize is the size of the image a claim holds: its request when that is below its
+// capacity (the user asked for that size), else the capacity, aligned down to 1MiB.
+func pvcWantedSize(info *kubevirtv1.PersistentVolumeClaimInfo) (int64, error) {
 	const mib = 1 << 20
 	capacity, hasCapacity := info.Capacity[corev1.ResourceStorage]
 	request, hasRequest := info.Requests[corev1.ResourceStorage]
@@ -218,7 +279,7 @@ func pvcImageSize(info *kubevirtv1.PersistentVolumeClaimInfo, avail int64) (int6
 	if size == 0 {
 		return 0, fmt.Errorf("claim %s is too small for a disk: it must hold at least 1MiB", info.ClaimName)
 	}
-	return fitImageSize("claim "+info.ClaimName, size, avail)
+	return size, nil
 }
 
 // fitImageSize is the size of a new image of size bytes, for what, on a file system with avail

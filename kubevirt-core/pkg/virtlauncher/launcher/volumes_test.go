@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -19,7 +20,7 @@ import (
 
 const mib = 1 << 20
 
-func claimInfo(capacity, request string) *kubevirtv1.PersistentVolumeClaimInfo {
+func pvcInfo(capacity, request string) *kubevirtv1.PersistentVolumeClaimInfo {
 	info := &kubevirtv1.PersistentVolumeClaimInfo{ClaimName: "data"}
 	if capacity != "" {
 		info.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}
@@ -39,17 +40,17 @@ func TestPVCImageSize(t *testing.T) {
 		want    int64
 		wantErr string
 	}{
-		{name: "capacity", info: claimInfo("128Mi", ""), avail: plenty, want: 128 * mib},
-		{name: "request", info: claimInfo("", "128Mi"), avail: plenty, want: 128 * mib},
-		{name: "request below capacity", info: claimInfo("1Gi", "128Mi"), avail: plenty, want: 128 * mib},
-		{name: "capacity below request", info: claimInfo("100Mi", "128Mi"), avail: plenty, want: 100 * mib},
-		{name: "aligned down to 1MiB", info: claimInfo("100000000", ""), avail: plenty, want: 95 * mib},
-		{name: "exactly what is free", info: claimInfo("64Mi", ""), avail: 64 * mib, want: 64 * mib},
-		{name: "less space within the toleration", info: claimInfo("100Mi", ""), avail: 95*mib + 4096, want: 95 * mib},
-		{name: "less space beyond the toleration", info: claimInfo("100Mi", ""), avail: 80 * mib, wantErr: "not enough space"},
-		{name: "reserve exceeds the free space", info: claimInfo("100Mi", ""), avail: -4096, wantErr: "only 0 are free"},
-		{name: "no size at all", info: claimInfo("", ""), avail: plenty, wantErr: "neither a capacity nor a request"},
-		{name: "below 1MiB", info: claimInfo("512Ki", ""), avail: plenty, wantErr: "at least 1MiB"},
+		{name: "capacity", info: pvcInfo("128Mi", ""), avail: plenty, want: 128 * mib},
+		{name: "request", info: pvcInfo("", "128Mi"), avail: plenty, want: 128 * mib},
+		{name: "request below capacity", info: pvcInfo("1Gi", "128Mi"), avail: plenty, want: 128 * mib},
+		{name: "capacity below request", info: pvcInfo("100Mi", "128Mi"), avail: plenty, want: 100 * mib},
+		{name: "aligned down to 1MiB", info: pvcInfo("100000000", ""), avail: plenty, want: 95 * mib},
+		{name: "exactly what is free", info: pvcInfo("64Mi", ""), avail: 64 * mib, want: 64 * mib},
+		{name: "less space within the toleration", info: pvcInfo("100Mi", ""), avail: 95*mib + 4096, want: 95 * mib},
+		{name: "less space beyond the toleration", info: pvcInfo("100Mi", ""), avail: 80 * mib, wantErr: "not enough space"},
+		{name: "reserve exceeds the free space", info: pvcInfo("100Mi", ""), avail: -4096, wantErr: "only 0 are free"},
+		{name: "no size at all", info: pvcInfo("", ""), avail: plenty, wantErr: "neither a capacity nor a request"},
+		{name: "below 1MiB", info: pvcInfo("512Ki", ""), avail: plenty, wantErr: "at least 1MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,19 +79,26 @@ func TestPreparePVCDisk(t *testing.T) {
 		info     *kubevirtv1.PersistentVolumeClaimInfo
 		noMount  bool
 		existing []byte
+		expand   bool
 		free     int64
 		wantSize int64
 		wantErr  string
 	}{
-		{name: "empty claim gets a sparse image", info: withMode(claimInfo("128Mi", "128Mi"), &fsMode), free: 1 << 40, wantSize: 128 * mib},
-		{name: "volume mode left open means filesystem", info: claimInfo("64Mi", ""), free: 1 << 40, wantSize: 64 * mib},
+		{name: "empty claim gets a sparse image", info: withMode(pvcInfo("128Mi", "128Mi"), &fsMode), free: 1 << 40, wantSize: 128 * mib},
+		{name: "volume mode left open means filesystem", info: pvcInfo("64Mi", ""), free: 1 << 40, wantSize: 64 * mib},
 		// The reserve comes off the free space, which then falls within the toleration.
-		{name: "reserve kept free", info: claimInfo("64Mi", ""), free: 64 * mib, wantSize: 63 * mib},
-		{name: "existing image kept as it is", info: claimInfo("128Mi", ""), existing: []byte("guest data"), free: 1 << 40, wantSize: 10},
+		{name: "reserve kept free", info: pvcInfo("64Mi", ""), free: 64 * mib, wantSize: 63 * mib},
+		{name: "existing image kept as it is", info: pvcInfo("128Mi", ""), existing: []byte("guest data"), free: 1 << 40, wantSize: 10},
 		{name: "existing image needs no claim status", existing: []byte("guest data"), wantSize: 10},
 		{name: "no claim status", free: 1 << 40, wantErr: "no claim to size"},
-		{name: "claim not mounted", info: claimInfo("128Mi", ""), noMount: true, free: 1 << 40, wantErr: "no such file"},
-		{name: "too little space", info: claimInfo("128Mi", ""), free: 64 * mib, wantErr: "not enough space"},
+		{name: "claim not mounted", info: pvcInfo("128Mi", ""), noMount: true, free: 1 << 40, wantErr: "no such file"},
+		{name: "too little space", info: pvcInfo("128Mi", ""), free: 64 * mib, wantErr: "not enough space"},
+		// At a start, an image smaller than its claim grows to it; never shrinks.
+		{name: "smaller image grows to its claim", info: pvcInfo("128Mi", ""), existing: []byte("guest data"), expand: true, free: 1 << 40, wantSize: 128 * mib},
+		{name: "grows to the request below the capacity", info: pvcInfo("128Mi", "100Mi"), existing: []byte("guest data"), expand: true, free: 1 << 40, wantSize: 100 * mib},
+		{name: "grows as far as the space goes", info: pvcInfo("128Mi", ""), existing: []byte("guest data"), expand: true, free: 64 * mib, wantSize: 63 * mib},
+		{name: "a larger image is not cut", info: pvcInfo("1Mi", ""), existing: make([]byte, 2*mib), expand: true, free: 1 << 40, wantSize: 2 * mib},
+		{name: "no claim status: kept", existing: []byte("guest data"), expand: true, wantSize: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +129,7 @@ func TestPreparePVCDisk(t *testing.T) {
 				return tt.free, nil
 			}
 
-			path, err := preparePVCDisk(vmi, vol, mountDir, available)
+			path, _, _, err := preparePVCDisk(vmi, vol, mountDir, tt.expand, available)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %s, %v; want an error with %q", path, err, tt.wantErr)
@@ -142,8 +150,8 @@ func TestPreparePVCDisk(t *testing.T) {
 				t.Errorf("disk.img has %d bytes, want %d", fi.Size(), tt.wantSize)
 			}
 			if tt.existing != nil {
-				if b, _ := os.ReadFile(img); string(b) != string(tt.existing) {
-					t.Errorf("existing image changed to %q", b)
+				if b, _ := os.ReadFile(img); !bytes.Equal(b[:len(tt.existing)], tt.existing) || !bytes.Equal(b[len(tt.existing):], make([]byte, len(b)-len(tt.existing))) {
+					t.Errorf("the existing image's data changed")
 				}
 			} else if st := fi.Sys().(*syscall.Stat_t); st.Blocks*512 >= fi.Size() {
 				t.Errorf("disk.img takes %d bytes on disk: not sparse", st.Blocks*512)
@@ -168,6 +176,7 @@ func TestPrepareHostDisk(t *testing.T) {
 		name     string
 		hd       kubevirtv1.HostDisk
 		existing []byte
+		expand   bool
 		free     int64
 		wantSize int64
 		wantErr  string
