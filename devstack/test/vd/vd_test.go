@@ -28,9 +28,9 @@ import (
 )
 
 // TestVirtualDisk: a disk imported over HTTP into a Filesystem claim boots the tiny guest from a
-// core VMI and keeps what the guest wrote across a restart of the VMI; a blank Block disk waits
-// for its first consumer (the VMI's launcher Pod), grows, and the guest sees the new size after
-// the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
+// core VMI (the guest sees the disk's size, not the image's) and keeps what the guest wrote
+// across a restart of the VMI; a blank Block disk waits for its first consumer (the VMI's
+// launcher Pod); both grow, and the guest sees the new sizes after the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
 // disk with nothing left behind; a disk made from a ClusterVirtualImage (imported over HTTP
 // into DVCR) gets the image's data from DVCR; `curl -T` uploads a disk.
 //
@@ -407,18 +407,24 @@ func testBootResizeProtect(t *testing.T, st *stack, root, data *v1alpha2.Virtual
 	data = st.waitPhase(t, data, v1alpha2.DiskReady, time.Minute)
 	rootDev, rootBytes := guestDisk(t, con, "vd-root")
 	_, dataBytes := guestDisk(t, con, "vd-data")
-	if rootBytes != 25<<20 || dataBytes != 32<<20 {
+	// Each disk is its size: the root one is larger than the 25Mi image it was made from.
+	if rootBytes != 64<<20 || dataBytes != 32<<20 {
 		t.Fatalf("the guest sees root %d and data %d bytes", rootBytes, dataBytes)
 	}
 	// Written far behind the files of the disk's FAT file system.
 	sector := rootBytes/512 - 8
 	guestValue(t, con, "wrote", fmt.Sprintf(`echo vd-e2e-kept | dd of=/dev/%s bs=512 seek=%d conv=notrunc 2>/dev/null; sync; echo "wrote=[$?]"`, rootDev, sector))
 
-	t.Log("the data disk grows to 48Mi")
-	data.Spec.PersistentVolumeClaim.Size = ptr.To(resource.MustParse("48Mi"))
-	if err := st.admin.Update(ctx, data); err != nil {
-		t.Fatal(err)
+	t.Log("the data disk (Block) grows to 48Mi while the guest runs; the root disk (Filesystem) asks for 80Mi")
+	grow := func(vd *v1alpha2.VirtualDisk, size string) {
+		t.Helper()
+		vd.Spec.PersistentVolumeClaim.Size = ptr.To(resource.MustParse(size))
+		if err := st.admin.Update(ctx, vd); err != nil {
+			t.Fatal(err)
+		}
 	}
+	grow(data, "48Mi")
+	grow(root, "80Mi")
 	eventually(t, 2*time.Minute, "data disk grown", func(ctx context.Context) error {
 		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(data), data); err != nil {
 			return err
@@ -429,13 +435,33 @@ func testBootResizeProtect(t *testing.T, st *stack, root, data *v1alpha2.Virtual
 		return nil
 	})
 	st.expectEvent(t, data, corev1.EventTypeNormal, "Phase Resizing")
+	// A Filesystem volume of the local provisioner grows offline: Resizing until the VMI goes.
+	eventually(t, time.Minute, "root disk Resizing, offline", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(root), root); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(root.Status.Conditions, string(vdcondition.ResizingType))
+		if root.Status.Phase != v1alpha2.DiskResizing || c == nil || !strings.Contains(c.Message, "stop the virtual machine") {
+			return fmt.Errorf("phase %s, Resizing %+v", root.Status.Phase, c)
+		}
+		return nil
+	})
 
-	t.Log("restart the VMI: the root disk keeps what the guest wrote, the guest sees the grown data disk")
+	t.Log("restart the VMI: the root disk keeps what the guest wrote and is 80Mi, the data disk 48Mi")
 	st.deleteVMI(t, vmi)
+	eventually(t, 2*time.Minute, "root disk grown", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(root), root); err != nil {
+			return err
+		}
+		if root.Status.Phase != v1alpha2.DiskReady || root.Status.Capacity != "80Mi" || root.Status.ObservedGeneration != root.Generation {
+			return fmt.Errorf("status %+v", root.Status)
+		}
+		return nil
+	})
 	con = st.bootVMI(t, vmi)
-	rootDev, _ = guestDisk(t, con, "vd-root")
-	if _, dataBytes = guestDisk(t, con, "vd-data"); dataBytes != 48<<20 {
-		t.Fatalf("after the restart the guest sees data with %d bytes", dataBytes)
+	rootDev, rootBytes = guestDisk(t, con, "vd-root")
+	if _, dataBytes = guestDisk(t, con, "vd-data"); dataBytes != 48<<20 || rootBytes != 80<<20 {
+		t.Fatalf("after the restart the guest sees root %d and data %d bytes", rootBytes, dataBytes)
 	}
 	if got := guestValue(t, con, "sector", fmt.Sprintf(`echo "sector=[$(dd if=/dev/%s bs=512 skip=%d count=1 2>/dev/null | tr -cd 'a-z0-9-')]"`, rootDev, sector)); got != "vd-e2e-kept" {
 		t.Fatalf("after the restart the guest reads %q", got)
