@@ -162,10 +162,20 @@ BENCH_PKGS := ./kube-api-rewriter/pkg/rewrite/ ./kube-api-rewriter/test/bench/ .
 bench: ## Benchmarks (rewriter vs. plain reverse proxy and encoding/json; importer vs. curl + qemu-img), with ratios.
 	go test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 
-.PHONY: bench-vms
-VMS ?= 10
-bench-vms: deps $(DEVCLUSTER) ## VM start density: VMS (10) small VMs at once on two local nodes, core and friendly: p50/p95 create-to-Running, API writes, CPU and stages per start.
+# bench-on-cluster runs the e2e benchmark $(1) (more flags: $(2)) once, on a local cluster of two
+# nodes with the module, made for it and removed after it.
+define bench-on-cluster
 	$(DEVCLUSTER) --name bench --port-base 9640 down -purge
 	kc=$$($(DEVCLUSTER) --name bench --port-base 9640 up); \
 	trap '$(DEVCLUSTER) --name bench --port-base 9640 down -purge' EXIT; \
-	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench BenchmarkVMStartDensity -benchtime 1x -timeout 30m -v ./devstack/test/kubevirt-core/e2e/ -density-vms $(VMS)
+	D8V_TEST_KUBECONFIG="$$kc" go test -run '^$$' -bench $(1) -benchtime 1x -timeout 30m -v ./devstack/test/kubevirt-core/e2e/ $(2)
+endef
+
+.PHONY: bench-vms
+VMS ?= 10
+bench-vms: deps $(DEVCLUSTER) ## VM start density: VMS (10) small VMs at once on two local nodes, core and friendly: p50/p95 create-to-Running, API writes, CPU and stages per start.
+	$(call bench-on-cluster,BenchmarkVMStartDensity,-density-vms $(VMS))
+
+.PHONY: bench-streams
+bench-streams: deps $(DEVCLUSTER) ## Port-forward and console of a friendly VM through virtualization-api, next to the core's virt-api and a straight connection: MiB/s and the console's round trip.
+	$(call bench-on-cluster,BenchmarkStreams)

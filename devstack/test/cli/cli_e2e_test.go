@@ -27,6 +27,7 @@ import (
 	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/moduletest"
+	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -35,6 +36,9 @@ const (
 	vmName = "cli"
 	class  = "cli-e2e"
 	image  = "cli-e2e-root"
+	// rwxClass keeps the machine's disk ReadWriteMany (virtualization-controller's StorageClass
+	// annotation), so that it can live-migrate between the two nodes.
+	rwxClass = "cli-e2e-rwx"
 )
 
 // userData keeps printing a marker, so that a console opened at any time sees the guest is up.
@@ -126,7 +130,8 @@ func setup(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a"}, Log: os.Stderr})
+	// Two nodes: the machine migrates.
+	mc, err := moduletest.Installed(ctx, moduletest.Config{Repo: repo, Net: testenv.Get(t).Net, Nodes: []string{"cli-a", "cli-b"}, Log: os.Stderr})
 	if err != nil {
 		t.Fatalf("the cluster with the module: %v", err)
 	}
@@ -163,12 +168,21 @@ func setup(t *testing.T) *fixture {
 	f.user = client{dir: dir, kubeconfig: editUser(t, ctx, kube, restCfg.Host, mc.Stack.CAFile(), f.ns, dir)}
 
 	spec := friendlyvm.Spec{
-		Name: vmName, Namespace: f.ns, Class: class, Disk: "root", DiskSize: "64Mi", Image: image,
+		Name: vmName, Namespace: f.ns, Class: class, Disk: "root", DiskSize: "64Mi", StorageClass: rwxClass, Image: image,
 		RunPolicy: "AlwaysOff", Cores: 1, CoreFraction: "100%", Memory: "128Mi",
 		TerminationGracePeriodSeconds: 30, UserData: userData,
 	}
 	// The guest's files are served while the image imports (until this first test ends).
 	g := friendlyvm.ServeGuestFiles(t, ctx)
+	f.apply(t, "storageclass", `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: `+rwxClass+`
+  annotations: {virtualization.deckhouse.io/access-mode: ReadWriteMany}
+provisioner: `+provisioner.Name+`
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+`)
 	f.apply(t, "image", friendlyvm.ImageYAML(image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
 	f.apply(t, "vm", spec.Manifest())
 	f.kubectl(t, "wait", "cvi/"+image, "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")
@@ -272,8 +286,9 @@ func TestClientRefusals(t *testing.T) {
 // TestClientOnAGuest boots the machine with the client as the edit user:
 // `kubectl virtualization start --wait` (the plugin form) starts it through a
 // VirtualMachineOperation, a second start exits 1 with the controller's reason, `d8v console`
-// types a command into the guest and reads the answer, and `d8v stop --wait` stops it, printing
-// the operation's progress.
+// types a command into the guest and reads the answer (reconnecting through `d8v restart
+// --wait`), `d8v migrate --wait` and `d8v evict --wait` move it to the other node (its disk is
+// ReadWriteMany), and `d8v stop --wait` stops it, printing the operation's progress.
 func TestClientOnAGuest(t *testing.T) {
 	f := getFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -305,6 +320,26 @@ func TestClientOnAGuest(t *testing.T) {
 	con.typeUntilAnswer(t, "after-restart")
 	if said := con.leave(t); !strings.Contains(said, "reconnecting (Ctrl+] leaves)") || !strings.Contains(said, "Reconnected to the console of VirtualMachine "+f.ns+"/"+vmName) {
 		t.Errorf("d8v console --reconnect said:\n%s", said)
+	}
+
+	t.Log("d8v migrate --wait and d8v evict --wait move the running machine to the other node")
+	for _, op := range []struct{ command, typ string }{{"migrate", "Migrate"}, {"evict", "Evict"}} {
+		from := f.kubectl(t, "-n", f.ns, "get", "vm", vmName, "-o", "jsonpath={.status.nodeName}")
+		code, out := f.user.run(t, ctx, "d8v", op.command, vmName, "-n", f.ns, "--wait", "--timeout", "5m")
+		if code != 0 || !strings.Contains(out, op.typ+" of VirtualMachine "+f.ns+"/"+vmName+" completed") {
+			t.Fatalf("d8v %s --wait: exit %d\n%s", op.command, code, out)
+		}
+		var to string
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+			to = f.kubectl(t, "-n", f.ns, "get", "vm", vmName, "-o", "jsonpath={.status.nodeName} {.status.phase}")
+			if to != from+" Running" && strings.HasSuffix(to, " Running") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after d8v %s the machine is on %q (was on %s)", op.command, to, from)
+			}
+		}
+		t.Logf("d8v %s: %s -> %s", op.command, from, to)
 	}
 
 	t.Log("d8v stop --wait stops it and shows the operation's progress")

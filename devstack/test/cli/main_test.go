@@ -3,7 +3,7 @@
 // installed from the chart (devstack/moduletest: the suite's shared one, or a private one) and a
 // friendly VirtualMachine of the tiny guest (devstack/friendlyvm), as a user bound to the stock
 // edit role. The tests share one cluster and machine (the fixture, taken on first use and removed
-// after the last test). TestClientRefusals boots no VM; TestClientOnAGuest boots it, so it holds
+// after the last test; two nodes, for a migration). TestClientRefusals boots no VM; TestClientOnAGuest boots it, so it holds
 // the machine-wide lock:
 //
 //	go test -count=1 -v ./devstack/test/cli/ -run TestClientRefusals
