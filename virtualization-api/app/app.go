@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/d8virt/api/client/clientset/versioned"
 	virtv1alpha2 "github.com/d8virt/api/core/v1alpha2"
@@ -70,6 +72,10 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("client of the friendly API: %w", err)
 	}
+	kube, err := kubernetes.NewForConfig(own)
+	if err != nil {
+		return fmt.Errorf("client of the cluster: %w", err)
+	}
 	coreClient, err := core.New(own)
 	if err != nil {
 		return err
@@ -78,12 +84,15 @@ func run(ctx context.Context, o *Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deps := registry.Deps{
-		VMs:      vmGetter{friendly},
-		Core:     coreClient,
-		Sessions: sessions.New(time.Now, virtv1alpha2.Resource("virtualmachines")),
-		Metrics:  metrics.New(reg),
-		Relay:    relay.Config{PingInterval: o.PingInterval, CloseGrace: o.CloseGrace},
-		Log:      log.Info,
+		VMs:  vmGetter{friendly},
+		Core: coreClient,
+		Sessions: sessions.New(sessions.Config{
+			Leases: kube.CoordinationV1().Leases(o.SessionsNamespace), Identity: o.ReplicaName, Clock: clock.RealClock{},
+			Duration: o.SessionLeaseDuration, Resource: virtv1alpha2.Resource("virtualmachines"),
+		}),
+		Metrics: metrics.New(reg),
+		Relay:   relay.Config{PingInterval: o.PingInterval, CloseGrace: o.CloseGrace},
+		Log:     log.Info,
 	}
 
 	cfg := server.NewConfig()

@@ -11,6 +11,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 
 	"github.com/d8virt/logopts"
+	"github.com/d8virt/virtualization-api/pkg/sessions"
 )
 
 // Options are the command's flags.
@@ -28,6 +29,12 @@ type Options struct {
 	// side of a stream has to answer a close.
 	PingInterval time.Duration
 	CloseGrace   time.Duration
+	// SessionsNamespace holds the Leases of the open console and VNC sessions (virtualization-api's
+	// own namespace), shared by every replica; ReplicaName names this replica in them (its Pod);
+	// SessionLeaseDuration is how long a session of a replica that died keeps its slot.
+	SessionsNamespace    string
+	ReplicaName          string
+	SessionLeaseDuration time.Duration
 	// Log is the log's level and format (--log-level, --log-format).
 	Log logopts.Options
 }
@@ -37,13 +44,15 @@ type Options struct {
 // cluster's authentication and authorization, health probes open to all.
 func NewOptions() *Options {
 	o := &Options{
-		SecureServing:      genericoptions.NewSecureServingOptions().WithLoopback(),
-		Authentication:     genericoptions.NewDelegatingAuthenticationOptions(),
-		Authorization:      genericoptions.NewDelegatingAuthorizationOptions(),
-		MetricsBindAddress: "127.0.0.1:8080",
-		PingInterval:       30 * time.Second,
-		CloseGrace:         5 * time.Second,
-		Log:                logopts.Default(),
+		SecureServing:        genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication:       genericoptions.NewDelegatingAuthenticationOptions(),
+		Authorization:        genericoptions.NewDelegatingAuthorizationOptions(),
+		MetricsBindAddress:   "127.0.0.1:8080",
+		PingInterval:         30 * time.Second,
+		CloseGrace:           5 * time.Second,
+		SessionsNamespace:    "d8-virtualization",
+		SessionLeaseDuration: sessions.DefaultDuration,
+		Log:                  logopts.Default(),
 	}
 	o.SecureServing.BindPort = 8443
 	o.SecureServing.ServerCert.CertDirectory = "/tmp/virtualization-api"
@@ -61,6 +70,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of the plain-HTTP /metrics listener (kube-rbac-proxy's upstream)")
 	fs.DurationVar(&o.PingInterval, "stream-ping-interval", o.PingInterval, "keep-alive ping interval of each leg of a stream; three unanswered ones end it")
 	fs.DurationVar(&o.CloseGrace, "stream-close-grace", o.CloseGrace, "how long the second side of a stream has to answer a close passed on to it")
+	fs.StringVar(&o.SessionsNamespace, "sessions-namespace", o.SessionsNamespace, "namespace of the Leases that hold the open console and VNC sessions, shared by every replica (virtualization-api's own)")
+	fs.StringVar(&o.ReplicaName, "replica-name", o.ReplicaName, "this replica's name in the sessions' Leases (its Pod's name)")
+	fs.DurationVar(&o.SessionLeaseDuration, "session-lease-duration", o.SessionLeaseDuration, "how long a session's Lease outlives its last renewal: how long the session of a replica that died keeps its slot")
 	o.Log.Bind(fs)
 }
 
@@ -78,6 +90,15 @@ func (o *Options) Validate() error {
 	}
 	if o.CloseGrace <= 0 {
 		errs = append(errs, fmt.Errorf("--stream-close-grace %s: must be positive", o.CloseGrace))
+	}
+	if o.SessionsNamespace == "" {
+		errs = append(errs, errors.New("--sessions-namespace: required"))
+	}
+	if o.ReplicaName == "" {
+		errs = append(errs, errors.New("--replica-name: required (the Pod's name)"))
+	}
+	if o.SessionLeaseDuration < 3*time.Second {
+		errs = append(errs, fmt.Errorf("--session-lease-duration %s: at least 3s (it is renewed every third of it)", o.SessionLeaseDuration))
 	}
 	if err := o.Log.Validate(); err != nil {
 		errs = append(errs, err)

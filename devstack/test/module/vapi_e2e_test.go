@@ -23,6 +23,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/module"
 )
 
 // The group virtualization-api serves.
@@ -95,9 +96,23 @@ func checkVirtualizationAPI(t *testing.T, ctx context.Context, st *stack, vm str
 			t.Errorf("%s: %d %s\nwant %d with %s", tc.name, code, msg, tc.code, tc.msg)
 		}
 	}
-	probe := st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/"+vm+"/console")
-	if !strings.Contains(probe, `"held":true,"holder":"`+holder+`"`) {
-		t.Errorf("session probe: %s", probe)
+	// The chart runs two replicas here (devstack/chart-values/local.yaml); each request lands on
+	// either: every one of them sees the session, held in a Lease of the module's namespace.
+	for i := 0; i < 8; i++ {
+		if code, msg := refusal(ctx, as("console-user"), "default", vm, "console"); code != http.StatusConflict || !strings.Contains(msg, `in use by "`+holder+`"`) {
+			t.Errorf("second console, try %d: %d %s", i, code, msg)
+		}
+		probe := st.kubectl(t, admin, "get", "--raw", vapiPrefix+"default/virtualmachines/"+vm+"/console")
+		if !strings.Contains(probe, `"held":true,"holder":"`+holder+`"`) {
+			t.Errorf("session probe, try %d: %s", i, probe)
+		}
+	}
+	if leases := st.kubectl(t, admin, "-n", module.Namespace, "get", "leases", "-l", "virtualization.deckhouse.io/vm-session=console",
+		"-o", `jsonpath={range .items[*]}{.metadata.annotations.virtualization\.deckhouse\.io/vm} {.metadata.annotations.virtualization\.deckhouse\.io/session-user}{"\n"}{end}`); strings.TrimSpace(leases) != "default/"+vm+" "+holder {
+		t.Errorf("the console session's Lease: %q", leases)
+	}
+	if replicas := st.kubectl(t, admin, "-n", module.Namespace, "get", "deployment", "virtualization-api", "-o", "jsonpath={.status.readyReplicas}"); replicas != "2" {
+		t.Errorf("virtualization-api runs %q ready replicas, want 2", replicas)
 	}
 	_ = con.Close()
 

@@ -211,7 +211,12 @@ func (s *call) stream(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		out := &subv1alpha2.VirtualMachineSession{}
-		if h, ok := s.c.d.Sessions.Current(key); ok {
+		h, ok, err := s.c.d.Sessions.Current(req.Context(), key)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if ok {
 			since := metav1.NewTime(h.Since)
 			out = &subv1alpha2.VirtualMachineSession{Held: true, Holder: h.User, Client: h.Client, StartTime: &since}
 		}
@@ -225,7 +230,7 @@ func (s *call) stream(w http.ResponseWriter, req *http.Request) {
 		if u, ok := request.UserFrom(req.Context()); ok {
 			user = u.GetName()
 		}
-		release, err := s.c.d.Sessions.Acquire(key, user, clientOf(req))
+		release, err := s.c.d.Sessions.Acquire(req.Context(), key, user, clientOf(req))
 		if err != nil {
 			s.fail(err)
 			return

@@ -19,8 +19,10 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/compatibility"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	virtv1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-api/pkg/core"
@@ -101,12 +103,15 @@ func serve(t *testing.T, vms fakeVMs, c *fakeCore, reg *prometheus.Registry) *ht
 	})
 	cfg.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
 	srv, err := New(cfg.Complete(), registry.Deps{
-		VMs:      vms,
-		Core:     c,
-		Sessions: sessions.New(func() time.Time { return time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) }, virtv1alpha2.Resource("virtualmachines")),
-		Metrics:  metrics.New(reg),
-		Relay:    relay.Config{PingInterval: time.Second, CloseGrace: time.Second},
-		Log:      func(string, ...any) {},
+		VMs:  vms,
+		Core: c,
+		Sessions: sessions.New(sessions.Config{
+			Leases: fake.NewClientset().CoordinationV1().Leases("d8-virtualization"), Identity: "virtualization-api-test",
+			Clock: clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)), Duration: 30 * time.Second, Resource: virtv1alpha2.Resource("virtualmachines"),
+		}),
+		Metrics: metrics.New(reg),
+		Relay:   relay.Config{PingInterval: time.Second, CloseGrace: time.Second},
+		Log:     func(string, ...any) {},
 	})
 	if err != nil {
 		t.Fatal(err)
