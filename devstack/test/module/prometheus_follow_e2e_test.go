@@ -11,13 +11,13 @@ import (
 	"github.com/d8virt/devstack/prometheus"
 )
 
-// checkTargetsFollowRestarts deletes the Pod of a scraped component (virtualization-api, one
-// replica): its Deployment starts another with a new address, and Prometheus scrapes that one
+// checkTargetsFollowRestarts deletes the Pod of a scraped component (virtualization-controller,
+// one replica): its Deployment starts another with a new address, and Prometheus scrapes that one
 // and no longer the old, with nothing run again (prometheus-sd rewrites the targets file).
 func checkTargetsFollowRestarts(t *testing.T, ctx context.Context, st *stack, prom prometheus.Client) {
 	t.Helper()
 	t.Log("Prometheus follows a restarted Pod: its new address becomes a target that is up")
-	const svc, endpoint = "virtualization-api-metrics", "https-metrics"
+	const svc, endpoint = "virtualization-controller-metrics", "https-metrics"
 	old := upTarget(t, ctx, prom, svc, endpoint, "")
 	if err := st.kube.CoreV1().Pods(module.Namespace).Delete(ctx, old.Labels["pod"], metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
