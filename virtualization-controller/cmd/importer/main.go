@@ -43,6 +43,7 @@ type options struct {
 	sums                                         map[string]*string
 	destImage, destCA, destAuth, destFile        string
 	capacity                                     int64
+	inspect                                      bool
 	scratch, metrics, termination                string
 	retries                                      int
 	log                                          logopts.Options
@@ -66,7 +67,8 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.destCA, contract.FlagDestinationCABundle, "", "PEM file of DVCR's CA")
 	fs.StringVar(&o.destAuth, contract.FlagDestinationAuthFile, "", ".dockerconfigjson file with DVCR's push credentials")
 	fs.StringVar(&o.destFile, contract.FlagDestinationFile, "", "raw disk file to create, or block device to write")
-	fs.Int64Var(&o.capacity, contract.FlagCapacity, 0, "most bytes the unpacked disk may have (0: the block device's size, or no limit)")
+	fs.Int64Var(&o.capacity, contract.FlagCapacity, 0, "the disk's size: most bytes the unpacked disk may have, and the size of a destination file (0: the block device's size, or no limit)")
+	fs.BoolVar(&o.inspect, contract.FlagInspect, false, "learn the source's format and unpacked size without storing it (no destination)")
 	fs.StringVar(&o.scratch, contract.FlagScratchDir, os.TempDir(), "directory for images that need qemu-img")
 	fs.StringVar(&o.metrics, contract.FlagMetricsAddress, contract.DefaultMetricsAddress, "address of the progress metrics ("+contract.MetricsPath+")")
 	fs.StringVar(&o.termination, contract.FlagTerminationMessagePath, contract.DefaultTerminationMessagePath, "file the JSON result is written to")
@@ -95,7 +97,10 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	if (o.uploadAddress == "") != (o.uploadTokenFile == "") {
 		return o, fmt.Errorf("--%s goes with --%s", contract.FlagSourceUploadAddress, contract.FlagUploadTokenFile)
 	}
-	if (o.destImage == "") == (o.destFile == "") {
+	switch {
+	case o.inspect && (o.destImage != "" || o.destFile != "" || o.uploadAddress != ""):
+		return o, fmt.Errorf("--%s takes a URL or an image, and no destination", contract.FlagInspect)
+	case !o.inspect && (o.destImage == "") == (o.destFile == ""):
 		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagDestinationImage, contract.FlagDestinationFile)
 	}
 	if o.retries < 1 {
@@ -161,6 +166,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, err
 	}
 	backoff := source.Backoff{Initial: time.Second, Max: 30 * time.Second, Attempts: o.retries}
 	im := &importer.Import{
+		Inspect:    o.inspect,
 		Checksum:   sums,
 		ScratchDir: o.scratch,
 		QemuImg:    convert.QemuImg{Path: qemuImg},

@@ -38,3 +38,30 @@ func TestParseLogOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestParseInspect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{name: "a URL", args: []string{"--inspect", "--source-url=http://10.0.0.1/d.img.gz"}},
+		{name: "an image", args: []string{"--inspect", "--source-image=reg/disk:1"}},
+		{name: "with a destination", args: []string{"--inspect", "--source-url=http://x/d", "--destination-file=/data/disk.img"}, err: "--inspect takes a URL or an image, and no destination"},
+		{name: "an upload", args: []string{"--inspect", "--source-upload-address=:8090", "--upload-token-file=/t"}, err: "--inspect takes a URL or an image"},
+		{name: "no destination without it", args: []string{"--source-url=http://x/d"}, err: "give exactly one of --destination-image and --destination-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(tc.args, func(string) string { return "" })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !o.inspect {
+				t.Fatalf("options %+v, %v", o, err)
+			}
+		})
+	}
+}

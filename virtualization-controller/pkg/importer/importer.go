@@ -29,8 +29,10 @@ type Source interface {
 	Open(ctx context.Context) (source.Stream, error)
 }
 
-// Import is one import. Exactly one of File and Registry is set.
+// Import is one import. Exactly one of File and Registry is set, or neither with Inspect.
 type Import struct {
+	// Inspect learns the disk's format and unpacked size only (contract.FlagInspect).
+	Inspect  bool
 	Source   Source
 	Checksum *checksum.Verifier
 	File     *destination.File
@@ -84,6 +86,9 @@ func (im *Import) Run(ctx context.Context) (contract.Result, error) {
 		return contract.Result{}, err
 	}
 	im.Log.Info("detected", "format", info.Format, "compressed", compressed, "virtualSize", info.VirtualSize, "sourceSize", s.Size)
+	if im.Inspect {
+		return im.inspect(disk, info, compressed, s.Size)
+	}
 	if im.File != nil {
 		// The header's size, or an uncompressed raw source's length, tells before anything is written.
 		known := info.VirtualSize
@@ -105,6 +110,37 @@ func (im *Import) Run(ctx context.Context) (contract.Result, error) {
 		return contract.Result{}, err
 	}
 	res.SourceSize = im.Progress.Snapshot().Read
+	im.Progress.Done()
+	return res, nil
+}
+
+// inspect tells the disk's format and unpacked size: from its header (qcow2, vmdk), from an
+// uncompressed raw disk's or ISO's length as served, else by reading it through (compressed raw
+// or ISO). The checksum is left to the import.
+func (im *Import) inspect(disk io.Reader, info detect.Info, compressed bool, served int64) (contract.Result, error) {
+	size := info.VirtualSize
+	raw := info.Format == contract.FormatRaw || info.Format == contract.FormatISO
+	switch {
+	case size > 0:
+	case raw && !compressed && served >= 0:
+		size = served
+	case raw:
+		n, err := io.Copy(io.Discard, disk)
+		if err != nil {
+			return contract.Result{}, err
+		}
+		size = n
+	default:
+		return contract.Result{}, contract.Errorf(contract.ReasonUnsupportedFormat,
+			"the unpacked size of a %s source is known only once it is imported: give the disk's size", info.Format)
+	}
+	if raw {
+		if err := detect.CheckRawSize(size); err != nil {
+			return contract.Result{}, err
+		}
+	}
+	res := contract.Result{Reason: contract.ReasonCompleted, Format: info.Format, CDROM: info.Format == contract.FormatISO,
+		UnpackedSize: size, SourceSize: im.Progress.Snapshot().Read}
 	im.Progress.Done()
 	return res, nil
 }

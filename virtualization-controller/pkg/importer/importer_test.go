@@ -143,3 +143,56 @@ func TestRunToFile(t *testing.T) {
 		})
 	}
 }
+
+// Inspect tells the format and unpacked size and writes nothing.
+func TestRunInspect(t *testing.T) {
+	raw := append(bytes.Repeat([]byte{0xeb, 0x3c, 0x90, 0}, 128<<10), make([]byte, 1<<20)...) // 1.5 MiB
+	iso := make([]byte, 64<<10)
+	copy(iso[0x8001:], "CD001")
+	qcow2 := make([]byte, 512)
+	copy(qcow2, "QFI\xfb\x00\x00\x00\x03")
+	qcow2[24+4] = 0x40 // virtual size 0x40000000: 1 GiB
+	cases := []struct {
+		name   string
+		data   []byte
+		size   int64
+		want   contract.Result
+		reason contract.Reason
+	}{
+		{name: "raw: its length as served", data: raw[:4096], size: int64(len(raw)),
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatRaw, UnpackedSize: int64(len(raw))}},
+		{name: "gzipped raw: read through", data: gz(raw), size: -1,
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatRaw, UnpackedSize: int64(len(raw))}},
+		{name: "qcow2: the header's size", data: qcow2, size: 1 << 40,
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatQcow2, UnpackedSize: 1 << 30}},
+		{name: "iso", data: iso, size: int64(len(iso)),
+			want: contract.Result{Reason: contract.ReasonCompleted, Format: contract.FormatISO, CDROM: true, UnpackedSize: int64(len(iso))}},
+		{name: "gzipped truncated raw", data: gz(raw[:1000]), size: -1, reason: contract.ReasonNotDiskImage},
+		{name: "text", data: []byte("404 page not found\n"), size: 19, reason: contract.ReasonNotDiskImage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sums, err := checksum.New(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Unix(0, 0)
+			im := &Import{
+				Inspect: true, Source: bytesSource{tc.data, tc.size}, Checksum: sums, ScratchDir: t.TempDir(),
+				Progress: progress.New(func() time.Time { return now }), Now: func() time.Time { return now },
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			res, err := im.Run(context.Background())
+			if tc.reason != "" {
+				if contract.ReasonOf(err) != tc.reason {
+					t.Fatalf("Run = %+v, %v; want %s", res, err, tc.reason)
+				}
+				return
+			}
+			res.SourceSize = 0
+			if err != nil || res != tc.want {
+				t.Fatalf("Run = %+v, %v; want %+v", res, err, tc.want)
+			}
+		})
+	}
+}

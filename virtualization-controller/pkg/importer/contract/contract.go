@@ -50,6 +50,11 @@ const (
 	// the block device, or no limit for a file. A larger image fails with ReasonTooLarge.
 	FlagCapacity = "capacity"
 
+	// FlagInspect learns the source's format and unpacked size (Result.UnpackedSize) without
+	// storing it: no destination. It reads only the header where that tells the size (qcow2,
+	// vmdk, an uncompressed raw disk's length), else the whole source.
+	FlagInspect = "inspect"
+
 	FlagScratchDir                = "scratch-dir"              // where images that need qemu-img are staged (default: the system's temp dir)
 	FlagMetricsAddress            = "metrics-address"          // where Metrics are served (default DefaultMetricsAddress)
 	FlagTerminationMessagePath    = "termination-message-path" // where Result goes (default DefaultTerminationMessagePath)
