@@ -44,24 +44,33 @@ const (
 	StepLost
 	// StepObserve: the claim holds the disk: grow it if the spec asks, report it.
 	StepObserve
+	// StepWatchInspection: the inspector learns the source's size; read its progress.
+	StepWatchInspection
+	// StepRecordSize: the inspector ended; record the size it found, or the failure.
+	StepRecordSize
+	// StepDeleteInspector: the inspector is done with.
+	StepDeleteInspector
 )
 
 func (s Step) String() string {
-	return [...]string{"None", "AddFinalizer", "WaitUnused", "Cleanup", "Provision", "DeleteImporter", "DeleteClaim", "CreatePod", "WatchProgress", "RecordResult", "Lost", "Observe"}[s]
+	return [...]string{"None", "AddFinalizer", "WaitUnused", "Cleanup", "Provision", "DeleteImporter", "DeleteClaim", "CreatePod", "WatchProgress", "RecordResult", "Lost", "Observe",
+		"WatchInspection", "RecordSize", "DeleteInspector"}[s]
 }
 
-// State is what Decide looks at: the disk, its claim and its importer Pod (nil when absent),
-// and, for a disk being deleted, whether something still uses it.
+// State is what Decide looks at: the disk, its claim, its importer Pod and its inspector Pod
+// (nil when absent), and, for a disk being deleted, whether something still uses it.
 type State struct {
-	VD    *v1alpha2.VirtualDisk
-	PVC   *corev1.PersistentVolumeClaim
-	Pod   *corev1.Pod
-	InUse bool
+	VD        *v1alpha2.VirtualDisk
+	PVC       *corev1.PersistentVolumeClaim
+	Pod       *corev1.Pod
+	Inspector *corev1.Pod
+	InUse     bool
 }
 
 // Decide is the next step for a disk. It is pure.
 func Decide(s State) Step {
-	vd, pvc, pod := s.VD, s.PVC, s.Pod
+	vd, pvc, pod, inspector := s.VD, s.PVC, s.Pod, s.Inspector
+	_, sized := vd.Annotations[AnnotationSourceSize]
 	hasFinalizer := false
 	for _, f := range vd.Finalizers {
 		hasFinalizer = hasFinalizer || f == Finalizer
@@ -77,15 +86,28 @@ func Decide(s State) Step {
 		return StepAddFinalizer
 	case pod != nil && !ownedBy(pod.OwnerReferences, vd):
 		return StepDeleteImporter
+	case inspector != nil && !ownedBy(inspector.OwnerReferences, vd):
+		return StepDeleteInspector
 	case pvc == nil && provisionedOnce(vd):
 		return StepLost
 	case pvc == nil && failedNow(vd):
 		if pod != nil {
 			return StepDeleteImporter
 		}
+		if inspector != nil {
+			return StepDeleteInspector
+		}
 		return StepNone
+	case pvc == nil && inspector != nil && sized:
+		return StepDeleteInspector
+	case pvc == nil && inspector != nil && importerresult.Done(inspector):
+		return StepRecordSize
+	case pvc == nil && inspector != nil:
+		return StepWatchInspection
 	case pvc == nil:
 		return StepProvision
+	case inspector != nil:
+		return StepDeleteInspector
 	case pvc.DeletionTimestamp != nil:
 		return StepNone // the claim of a failed import is going; the disk is Failed already
 	case pvc.Annotations[AnnotationProvisioned] == "true":

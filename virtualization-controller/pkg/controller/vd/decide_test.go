@@ -63,6 +63,13 @@ func TestDecide(t *testing.T) {
 		{"ready, claim gone", State{VD: vd(phase(v1alpha2.DiskReady, 1))}, StepLost},
 		{"resizing, claim gone", State{VD: vd(phase(v1alpha2.DiskResizing, 1))}, StepLost},
 		{"lost", State{VD: vd(phase(v1alpha2.DiskLost, 1))}, StepLost},
+		// A disk without a size: its inspector learns the source's size before the claim.
+		{"inspecting", State{VD: vd(phase(v1alpha2.DiskProvisioning, 1)), Inspector: running}, StepWatchInspection},
+		{"inspector ended", State{VD: vd(phase(v1alpha2.DiskProvisioning, 1)), Inspector: ended}, StepRecordSize},
+		{"size recorded, inspector left", State{VD: vd(func(d *v1alpha2.VirtualDisk) { d.Annotations = map[string]string{AnnotationSourceSize: "1"} }), Inspector: ended}, StepDeleteInspector},
+		{"claim made, inspector left", State{VD: vd(phase(v1alpha2.DiskProvisioning, 1)), PVC: claim, Inspector: ended}, StepDeleteInspector},
+		{"failed, inspector left", State{VD: vd(phase(v1alpha2.DiskFailed, 1)), Inspector: ended}, StepDeleteInspector},
+		{"an older disk's inspector", State{VD: vd(nil), Inspector: stranger}, StepDeleteInspector},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

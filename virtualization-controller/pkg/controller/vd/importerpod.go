@@ -48,6 +48,9 @@ const (
 // ImporterName names a disk's importer Pod and its Secret.
 func ImporterName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-importer", vd.Name) }
 
+// InspectorName names the Pod that learns the size of a disk's source (InspectorPod).
+func InspectorName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-inspector", vd.Name) }
+
 // UploaderName names the Service in front of a disk's uploader (an Upload source's importer).
 func UploaderName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-upload", vd.Name) }
 
@@ -77,29 +80,7 @@ func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr DVCRCredentials)
 // ImporterPod is the one builder of a disk's importer Pod: it fills claim (of plan's volume
 // mode) from plan's source. secret is ImporterSecret's, nil when there is none.
 func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan, secret *corev1.Secret) *corev1.Pod {
-	src := plan.Source
-	args := []string{
-		importerpod.Flag(contract.FlagScratchDir, scratchDir),
-		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
-	}
-	container := importerpod.Container(c.Image, c.Log)
-	switch {
-	case src.Upload:
-		args = append(args, importerpod.UploadArgs(path.Join(secretDir, keyUploadToken), c.UploadTimeout)...)
-		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
-	case src.URL != "":
-		args = append(args, importerpod.Flag(contract.FlagSourceURL, src.URL))
-	default:
-		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.Image))
-	}
-	if cs := src.Checksum; cs != nil {
-		for _, kv := range [][2]string{{contract.FlagMD5, cs.MD5}, {contract.FlagSHA1, cs.SHA1}, {contract.FlagSHA256, cs.SHA256}, {contract.FlagSHA512, cs.SHA512}} {
-			if kv[1] != "" {
-				args = append(args, importerpod.Flag(kv[0], kv[1]))
-			}
-		}
-	}
-	container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}}
+	container := c.container()
 	volumes := []corev1.Volume{
 		{Name: "disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -107,20 +88,72 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 	if plan.VolumeMode == corev1.PersistentVolumeBlock {
 		container.VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: DevicePath}}
 		// The device's size is the limit.
-		args = append(args, importerpod.Flag(contract.FlagDestinationFile, DevicePath))
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagDestinationFile, DevicePath))
 	} else {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "disk", MountPath: diskDir})
-		args = append(args, importerpod.Flag(contract.FlagDestinationFile, path.Join(diskDir, "disk.img")),
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagDestinationFile, path.Join(diskDir, "disk.img")),
 			importerpod.Flag(contract.FlagCapacity, strconv.FormatInt(plan.Size.Value(), 10)))
+	}
+	volumes = c.addSource(&container, volumes, plan.Source, secret)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: importerLabels(vd), OwnerReferences: owner(vd)},
+		Spec:       importerpod.Spec(container, volumes),
+	}
+}
+
+// InspectorPod is the one builder of the Pod that learns the unpacked size of src, a URL or an
+// image, for a disk without a size (the importer with --inspect: no claim yet). secret is
+// ImporterSecret's, nil when there is none.
+func (c PodConfig) InspectorPod(vd *v1alpha2.VirtualDisk, src *Source, secret *corev1.Secret) *corev1.Pod {
+	container := c.container()
+	container.Args = append(container.Args, importerpod.Flag(contract.FlagInspect, "true"))
+	volumes := []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	volumes = c.addSource(&container, volumes, src, secret)
+	l := labels(vd)
+	l[labelName] = "inspector"
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: InspectorName(vd), Namespace: vd.Namespace, Labels: l, OwnerReferences: owner(vd)},
+		Spec:       importerpod.Spec(container, volumes),
+	}
+}
+
+// container is the importer container with its scratch space, without a source or destination.
+func (c PodConfig) container() corev1.Container {
+	container := importerpod.Container(c.Image, c.Log)
+	container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: scratchDir}}
+	container.Args = append(container.Args,
+		importerpod.Flag(contract.FlagScratchDir, scratchDir),
+		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)))
+	return container
+}
+
+// addSource gives container the flags, mounts and port of src, and returns volumes with what
+// they mount.
+func (c PodConfig) addSource(container *corev1.Container, volumes []corev1.Volume, src *Source, secret *corev1.Secret) []corev1.Volume {
+	switch {
+	case src.Upload:
+		container.Args = append(container.Args, importerpod.UploadArgs(path.Join(secretDir, keyUploadToken), c.UploadTimeout)...)
+		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
+	case src.URL != "":
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceURL, src.URL))
+	default:
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceImage, src.Image))
+	}
+	if cs := src.Checksum; cs != nil {
+		for _, kv := range [][2]string{{contract.FlagMD5, cs.MD5}, {contract.FlagSHA1, cs.SHA1}, {contract.FlagSHA256, cs.SHA256}, {contract.FlagSHA512, cs.SHA512}} {
+			if kv[1] != "" {
+				container.Args = append(container.Args, importerpod.Flag(kv[0], kv[1]))
+			}
+		}
 	}
 	if secret != nil {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "source", MountPath: secretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}})
 		if _, ok := secret.Data[keyCA]; ok {
-			args = append(args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
+			container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceCABundle, path.Join(secretDir, keyCA)))
 		}
 		if _, ok := secret.Data[corev1.DockerConfigJsonKey]; ok {
-			args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(secretDir, corev1.DockerConfigJsonKey)))
+			container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(secretDir, corev1.DockerConfigJsonKey)))
 		}
 	}
 	if src.PullSecret != "" {
@@ -128,13 +161,9 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 		volumes = append(volumes, corev1.Volume{Name: "pull", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: src.PullSecret, Items: []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: corev1.DockerConfigJsonKey}},
 		}}})
-		args = append(args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceAuthFile, path.Join(pullDir, corev1.DockerConfigJsonKey)))
 	}
-	container.Args = append(container.Args, args...)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: importerLabels(vd), OwnerReferences: owner(vd)},
-		Spec:       importerpod.Spec(container, volumes),
-	}
+	return volumes
 }
 
 func importerLabels(vd *v1alpha2.VirtualDisk) map[string]string {

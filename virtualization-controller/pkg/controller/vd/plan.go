@@ -27,6 +27,10 @@ const AnnotationVolumeMode = "virtualization.deckhouse.io/volume-mode"
 // migration needs (the claim is not copied: source and target use it at once).
 const AnnotationAccessMode = "virtualization.deckhouse.io/access-mode"
 
+// AnnotationSourceSize on a disk without a size is its source's unpacked size in bytes, as its
+// inspector found it: the disk's size.
+const AnnotationSourceSize = "virtualization.deckhouse.io/vd-source-size"
+
 // annotationDefaultClass marks the cluster's default StorageClass.
 const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
@@ -56,8 +60,11 @@ type Plan struct {
 	AccessMode   corev1.PersistentVolumeAccessMode
 	// WaitForFirstConsumer: the class binds volumes where their first Pod is scheduled.
 	WaitForFirstConsumer bool
-	// Size is the disk's size: spec.persistentVolumeClaim.size, or the image's unpacked size.
+	// Size is the disk's size: spec.persistentVolumeClaim.size, or the source's unpacked size
+	// (an image's, or what an inspection found: AnnotationSourceSize).
 	Size resource.Quantity
+	// Inspect: the size is not known yet; an inspector learns it before the claim is made.
+	Inspect bool
 	// Source is what the importer reads; nil for a blank disk.
 	Source *Source
 }
@@ -174,8 +181,12 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
 			"spec.persistentVolumeClaim.size is required for an Upload source: the disk's volume is made before the upload comes (or upload a VirtualImage and refer to that with objectRef)")
 	default:
-		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
-			"spec.persistentVolumeClaim.size is required for a %s source: its unpacked size is known only after the download (or import it as a VirtualImage and refer to that with objectRef)", ds.Type)
+		// A URL or a registry image: its size is the source's unpacked size, learnt first.
+		if q, err := resource.ParseQuantity(vd.Annotations[AnnotationSourceSize]); err == nil && q.Sign() > 0 {
+			plan.Size = *resource.NewQuantity(q.Value(), resource.BinarySI)
+		} else {
+			plan.Inspect = true
+		}
 	}
 	return plan, nil
 }

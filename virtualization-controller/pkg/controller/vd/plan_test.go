@@ -51,6 +51,12 @@ var (
 	readyImage   = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
 )
 
+// inspected is vd with the size its inspector found.
+func inspected(vd *v1alpha2.VirtualDisk, size string) *v1alpha2.VirtualDisk {
+	vd.Annotations = map[string]string{AnnotationSourceSize: size}
+	return vd
+}
+
 func TestMakePlan(t *testing.T) {
 	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{AnnotationVolumeMode: "Block"}),
 		class("shared", false, map[string]string{AnnotationAccessMode: "ReadWriteMany"})}
@@ -85,8 +91,15 @@ func TestMakePlan(t *testing.T) {
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `virtualization.deckhouse.io/access-mode is "ReadOnlyMany": want ReadWriteOnce or ReadWriteMany`}},
 		{name: "blank without size", vd: disk(nil, "", ""), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "spec.persistentVolumeClaim.size is required for a blank disk"}},
-		{name: "http without size", vd: disk(httpSource, "", ""), deps: Deps{StorageClasses: local},
-			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size is required for a HTTP source"}},
+		{name: "http without size: inspected first", vd: disk(httpSource, "", ""), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Inspect: true,
+				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
+		{name: "http sized by its inspection", vd: inspected(disk(httpSource, "", ""), "26214400"), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("25Mi"),
+				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
+		{name: "the spec's size over the inspection's", vd: inspected(disk(httpSource, "1Gi", ""), "26214400"), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
+				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
 		{name: "smaller than the image", vd: disk(cviSource, "10Mi", ""), deps: Deps{StorageClasses: local, Image: readyImage},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the image's unpacked size 25.0Mi"}},
 		{name: "cvi not there yet", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local},
@@ -121,7 +134,7 @@ func TestMakePlan(t *testing.T) {
 			if problem != nil {
 				t.Fatalf("problem %+v", problem)
 			}
-			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.AccessMode != tc.want.AccessMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer ||
+			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.AccessMode != tc.want.AccessMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer || got.Inspect != tc.want.Inspect ||
 				got.Size.Cmp(tc.want.Size) != 0 || (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && !reflect.DeepEqual(got.Source, tc.want.Source)) {
 				t.Fatalf("plan %+v (source %+v), want %+v (source %+v)", got, got.Source, tc.want, tc.want.Source)
 			}

@@ -3,6 +3,7 @@ package vd
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,11 +91,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pod := &corev1.Pod{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ImporterName(vd)}, pod); apierrors.IsNotFound(err) {
-		pod = nil
-	} else if err != nil {
+	pod, err := r.pod(ctx, vd.Namespace, ImporterName(vd))
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get importer pod: %w", err)
+	}
+	inspector, err := r.pod(ctx, vd.Namespace, InspectorName(vd))
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get inspector pod: %w", err)
 	}
 	var users []string
 	if vd.DeletionTimestamp != nil {
@@ -102,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	step := Decide(State{VD: vd, PVC: pvc, Pod: pod, InUse: len(users) > 0})
+	step := Decide(State{VD: vd, PVC: pvc, Pod: pod, Inspector: inspector, InUse: len(users) > 0})
 	log.FromContext(ctx).V(1).Info("reconcile", "step", step.String(), "phase", vd.Status.Phase)
 	switch step {
 	case StepAddFinalizer:
@@ -113,6 +116,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, TerminatingStatus(vd, users, r.now()))
 	case StepCleanup:
 		if err := r.deleteImporter(ctx, vd, pod); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.deletePod(ctx, inspector); err != nil {
 			return ctrl.Result{}, err
 		}
 		if pvc != nil {
@@ -132,15 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepCreatePod:
 		return r.createPod(ctx, vd, pvc)
 	case StepWatchProgress:
-		var p *importerprogress.Progress
-		if pod.Status.PodIP != "" {
-			got, err := r.progress.Scrape(ctx, importerpod.MetricsURL(pod))
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
-			} else {
-				p = &got
-			}
-		}
+		p := r.scrape(ctx, pod)
 		s := ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now())
 		if isUpload(vd) && importerpod.UploadNotBegun(p, vd.Status.Phase != v1alpha2.DiskProvisioning) {
 			// The URL appears once the uploader is ready to take the upload.
@@ -154,10 +152,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.recordResult(ctx, vd, pvc, pod)
 	case StepLost:
 		return ctrl.Result{}, r.setStatus(ctx, vd, LostStatus(vd, r.now()))
+	case StepWatchInspection:
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, InspectingStatus(vd, vd.Status.StorageClassName, r.scrape(ctx, inspector), r.now()))
+	case StepRecordSize:
+		return ctrl.Result{}, r.recordSize(ctx, vd, inspector)
+	case StepDeleteInspector:
+		return ctrl.Result{}, r.deletePod(ctx, inspector)
 	case StepObserve:
 		return ctrl.Result{}, r.observe(ctx, vd, pvc)
 	}
 	return ctrl.Result{}, nil
+}
+
+// pod is the Pod name of namespace, nil when there is none.
+func (r *Reconciler) pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := r.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return pod, err
+}
+
+// scrape reads a running importer's progress; nil when it cannot be read (yet).
+func (r *Reconciler) scrape(ctx context.Context, pod *corev1.Pod) *importerprogress.Progress {
+	if pod.Status.PodIP == "" {
+		return nil
+	}
+	got, err := r.progress.Scrape(ctx, importerpod.MetricsURL(pod))
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
+		return nil
+	}
+	return &got
 }
 
 // claim is the disk's claim, nil when there is none; one the cache lacks is looked for in the
@@ -249,6 +276,9 @@ func (r *Reconciler) provision(ctx context.Context, vd *v1alpha2.VirtualDisk) (c
 	if plan.Source != nil && plan.Source.Upload && vd.Annotations[importerpod.AnnotationUploadToken] == "" {
 		return ctrl.Result{}, r.addUploadToken(ctx, vd)
 	}
+	if plan.Inspect {
+		return ctrl.Result{}, r.startInspection(ctx, vd, plan)
+	}
 	pvc := Claim(vd, plan)
 	if err := r.client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedCreate", "Provision", "Error creating PersistentVolumeClaim %s: %v", pvc.Name, err)
@@ -292,20 +322,68 @@ func (r *Reconciler) createPod(ctx context.Context, vd *v1alpha2.VirtualDisk, pv
 	return ctrl.Result{}, r.startImport(ctx, vd, pvc.Name, plan)
 }
 
-// startImport creates the importer's Secret (when it needs one) and Pod.
-func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) error {
+// startInspection creates the importer's Secret (when it needs one) and the inspector Pod,
+// which learns the size of a disk that has none.
+func (r *Reconciler) startInspection(ctx context.Context, vd *v1alpha2.VirtualDisk, plan Plan) error {
+	secret, err := r.putImporterSecret(ctx, vd, plan.Source)
+	if err != nil {
+		return err
+	}
+	pod := r.cfg.Pods.InspectorPod(vd, plan.Source, secret)
+	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.recorder.Eventf(vd, nil, corev1.EventTypeWarning, "FailedCreate", "Inspect", "Error creating inspector pod %s: %v", pod.Name, err)
+		return fmt.Errorf("create inspector pod: %w", err)
+	}
+	log.FromContext(ctx).Info("inspector pod created", "pod", pod.Name)
+	return r.setStatus(ctx, vd, InspectingStatus(vd, plan.StorageClass, nil, r.now()))
+}
+
+// recordSize takes the ended inspector's result: the source's unpacked size becomes the disk's
+// (AnnotationSourceSize), and the import follows; an ISO or a failure fails the disk.
+func (r *Reconciler) recordSize(ctx context.Context, vd *v1alpha2.VirtualDisk, inspector *corev1.Pod) error {
+	res := importerresult.Of(inspector)
+	if res.Reason == contract.ReasonCompleted && !res.CDROM && res.UnpackedSize > 0 {
+		patch := client.MergeFrom(vd.DeepCopy())
+		metav1.SetMetaDataAnnotation(&vd.ObjectMeta, AnnotationSourceSize, strconv.FormatInt(res.UnpackedSize, 10))
+		if err := r.client.Patch(ctx, vd, patch); err != nil {
+			return fmt.Errorf("record the source's size: %w", err)
+		}
+		log.FromContext(ctx).Info("source inspected", "format", res.Format, "unpackedSize", res.UnpackedSize)
+		return r.deletePod(ctx, inspector)
+	}
+	if err := r.setStatus(ctx, vd, FailedStatus(vd, res, r.now())); err != nil {
+		return err
+	}
+	if err := r.deletePod(ctx, inspector); err != nil {
+		return err
+	}
+	return r.deleteImporter(ctx, vd, nil)
+}
+
+// putImporterSecret creates the importer's Secret when src needs one, and returns it (nil when
+// not).
+func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.VirtualDisk, src *Source) (*corev1.Secret, error) {
 	var dvcr DVCRCredentials
-	if plan.Source.DVCR {
+	if src.DVCR {
 		var err error
 		if dvcr, err = r.dvcrCredentials(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	secret := ImporterSecret(vd, plan.Source, dvcr)
+	secret := ImporterSecret(vd, src, dvcr)
 	if secret != nil {
 		if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create importer secret: %w", err)
+			return nil, fmt.Errorf("create importer secret: %w", err)
 		}
+	}
+	return secret, nil
+}
+
+// startImport creates the importer's Secret (when it needs one) and Pod.
+func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) error {
+	secret, err := r.putImporterSecret(ctx, vd, plan.Source)
+	if err != nil {
+		return err
 	}
 	pod := r.cfg.Pods.ImporterPod(vd, claim, plan, secret)
 	if err := r.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -395,14 +473,23 @@ func (r *Reconciler) observe(ctx context.Context, vd *v1alpha2.VirtualDisk, pvc 
 	return r.setStatus(ctx, vd, ClaimStatus(vd, pvc, wffc, r.now()))
 }
 
+// deletePod deletes an importer or inspector Pod, if any, as it was read.
+func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	if pod == nil {
+		return nil
+	}
+	err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s: %w", pod.Name, err)
+	}
+	log.FromContext(ctx).Info("pod deleted", "pod", pod.Name)
+	return nil
+}
+
 // deleteImporter deletes the importer Pod (if any), its Secret and its uploader Service (if any).
 func (r *Reconciler) deleteImporter(ctx context.Context, vd *v1alpha2.VirtualDisk, pod *corev1.Pod) error {
-	if pod != nil {
-		err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("delete importer pod: %w", err)
-		}
-		log.FromContext(ctx).Info("importer pod deleted", "pod", pod.Name)
+	if err := r.deletePod(ctx, pod); err != nil {
+		return err
 	}
 	companions := []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: ImporterName(vd)}}}
 	if isUpload(vd) {

@@ -364,6 +364,58 @@ func TestReconcileUpload(t *testing.T) {
 	})
 }
 
+// A disk from a URL without a size: the inspector learns the source's unpacked size, which
+// becomes the disk's; then the import as usual. An ISO found by the inspector fails the disk.
+func TestReconcileInspect(t *testing.T) {
+	w := newWorld(t, newDisk(httpSource, ""))
+	w.reconcile() // finalizer
+	w.reconcile()
+	w.phase(v1alpha2.DiskProvisioning)
+	w.event("Phase Provisioning: reading the source to learn its unpacked size")
+	inspector := &corev1.Pod{}
+	if !w.get(InspectorName(w.vd), inspector) || w.claim() != nil || w.pod() != nil {
+		t.Fatalf("inspector %v, claim %v, importer %v", inspector.Name, w.claim(), w.pod())
+	}
+	if !slices.Contains(inspector.Spec.Containers[0].Args, "--inspect=true") || !slices.Contains(inspector.Spec.Containers[0].Args, "--source-url=http://srv/tiny.qcow2") {
+		t.Fatalf("inspector args %q", inspector.Spec.Containers[0].Args)
+	}
+	w.reconcile() // watches it
+	w.phase(v1alpha2.DiskProvisioning)
+
+	inspector.Status.Phase = corev1.PodSucceeded
+	inspector.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: importerresult.Container, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		Message: string(contract.Result{Reason: contract.ReasonCompleted, Format: "qcow2", UnpackedSize: 25 << 20}.Marshal())}}}}
+	w.updateStatus(inspector)
+	w.reconcile()
+	if got := w.disk().Annotations[AnnotationSourceSize]; got != "26214400" || w.get(InspectorName(w.vd), &corev1.Pod{}) {
+		t.Fatalf("size %q, inspector left: %v", got, w.get(InspectorName(w.vd), &corev1.Pod{}))
+	}
+	w.reconcile()
+	pvc, pod := w.claim(), w.pod()
+	if pvc == nil || pod == nil || pvc.Annotations[AnnotationDiskSize] != "25Mi" || !slices.Contains(pod.Spec.Containers[0].Args, "--capacity=26214400") {
+		t.Fatalf("claim %+v, importer %v", pvc, pod)
+	}
+
+	t.Run("an ISO", func(t *testing.T) {
+		w := newWorld(t, newDisk(httpSource, ""))
+		w.reconcile()
+		w.reconcile()
+		inspector := &corev1.Pod{}
+		w.get(InspectorName(w.vd), inspector)
+		inspector.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: importerresult.Container, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			Message: string(contract.Result{Reason: contract.ReasonCompleted, Format: "iso", CDROM: true, UnpackedSize: 1 << 20}.Marshal())}}}}
+		w.updateStatus(inspector)
+		w.reconcile()
+		d := w.phase(v1alpha2.DiskFailed)
+		if c := meta.FindStatusCondition(d.Status.Conditions, string(vdcondition.ReadyType)); c == nil || !strings.Contains(c.Message, "cannot be a disk") {
+			t.Fatalf("Ready %+v", c)
+		}
+		if w.get(InspectorName(w.vd), &corev1.Pod{}) || w.claim() != nil {
+			t.Fatal("left behind")
+		}
+	})
+}
+
 func TestReconcileBlank(t *testing.T) {
 	w := newWorld(t, newDisk(nil, "1Gi"))
 	w.reconcile()

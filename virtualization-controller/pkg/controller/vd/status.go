@@ -66,6 +66,22 @@ func ProvisioningStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, p 
 	return s
 }
 
+// InspectingStatus: a disk without a size waits for its inspector to learn the source's unpacked
+// size (no claim yet); p is the inspector's progress when it could be read.
+func InspectingStatus(vd *v1alpha2.VirtualDisk, storageClass string, p *importerprogress.Progress, now metav1.Time) v1alpha2.VirtualDiskStatus {
+	s := base(vd)
+	s.Phase = v1alpha2.DiskProvisioning
+	s.StorageClassName = storageClass
+	s.Progress = "0%"
+	if p != nil {
+		s.DownloadSpeed = p.Speed()
+	}
+	sourceReady(&s, vd.Generation, now)
+	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.Provisioning),
+		"reading the source to learn its unpacked size, the disk's size (spec.persistentVolumeClaim.size is not set); the import follows")
+	return s
+}
+
 // UploaderStartingStatus: the claim exists and the uploader Pod starts; until it is ready there
 // is no URL to upload to.
 func UploaderStartingStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, now metav1.Time) v1alpha2.VirtualDiskStatus {
