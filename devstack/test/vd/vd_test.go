@@ -32,9 +32,10 @@ import (
 // across a restart of the VMI; a blank Block disk waits for its first consumer (the VMI's
 // launcher Pod); both grow, and the guest sees the new sizes after the restart; a disk in use is deleted only once the VMI is gone; a wrong checksum fails the
 // disk with nothing left behind; a disk made from a ClusterVirtualImage (imported over HTTP
-// into DVCR) gets the image's data from DVCR; `curl -T` uploads a disk.
+// into DVCR) gets the image's data from DVCR; `curl -T` uploads a disk; a disk without a size
+// is its source's unpacked size.
 //
-// Only BootResizeProtect boots a VM (`-run 'TestVirtualDisk/(WrongChecksum|FromCVI|FromVI|Upload|Import)$'`
+// Only BootResizeProtect boots a VM (`-run 'TestVirtualDisk/(WrongChecksum|FromCVI|FromVI|Upload|SizedBySource|Import)$'`
 // runs without the lock); it boots the guest from Import's disks.
 func TestVirtualDisk(t *testing.T) {
 	st := startStack(t)
@@ -42,6 +43,7 @@ func TestVirtualDisk(t *testing.T) {
 	t.Run("FromCVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.ClusterVirtualImageKind) })
 	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
 	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
+	t.Run("SizedBySource", func(t *testing.T) { testSizedBySource(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -201,6 +203,38 @@ func testFromImage(t *testing.T, st *stack, kind string) {
 		t.Fatalf("status %+v, claim capacity %s", got.Status, capacity.String())
 	}
 	st.expectEvent(t, got, corev1.EventTypeNormal, "Phase Ready")
+}
+
+// testSizedBySource: a disk from a URL without a size gets its source's unpacked size (25Mi for
+// the tiny guest's qcow2), learnt by an inspector Pod before the claim is made; nothing of the
+// inspection is left.
+func testSizedBySource(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	ns := st.namespace(t, fmt.Sprintf("vd-sized-%d", os.Getpid()))
+	vd := newDisk(ns, "sized", st.httpSource(st.guestSHA256), "64Mi", "")
+	vd.Spec.PersistentVolumeClaim.Size = nil
+	if err := st.admin.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	got := st.waitPhase(t, vd, v1alpha2.DiskReady, 3*time.Minute)
+	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if got.Annotations["virtualization.deckhouse.io/vd-source-size"] != strconv.Itoa(25<<20) || request.String() != "25Mi" || got.Status.Capacity != "25Mi" {
+		t.Fatalf("annotations %v, claim request %s, status %+v", got.Annotations, request.String(), got.Status)
+	}
+	eventually(t, time.Minute, "no inspector left", func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := st.admin.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(pods.Items) != 0 {
+			return fmt.Errorf("%d pods, the first %s", len(pods.Items), pods.Items[0].Name)
+		}
+		return nil
+	})
 }
 
 // blockClass is a StorageClass of the local provisioner whose disks are Block volumes.
