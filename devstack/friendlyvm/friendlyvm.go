@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/d8virt/devstack/guest/guesttest"
+	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -61,6 +62,22 @@ func (g GuestFiles) HTTPSource(file, checksum string) string {
 func (g GuestFiles) SHA256(file string) string {
 	s := sha256.Sum256(g.Files[file])
 	return hex.EncodeToString(s[:])
+}
+
+// ReadWriteManyClassYAML is a StorageClass of the local provisioner, name, whose disks are
+// ReadWriteMany (virtualization-controller's StorageClass annotation), so that a VM on them can
+// live-migrate between nodes: a ReadWriteOnce claim pins it to its node.
+func ReadWriteManyClassYAML(name string) string {
+	return `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: ` + name + `
+  annotations: {virtualization.deckhouse.io/access-mode: ReadWriteMany}
+provisioner: ` + provisioner.Name + `
+reclaimPolicy: Delete
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+`
 }
 
 // ImageYAML is a ClusterVirtualImage name imported from source (a dataSource, e.g. HTTPSource).

@@ -27,7 +27,6 @@ import (
 	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
 	"github.com/d8virt/devstack/moduletest"
-	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -174,15 +173,7 @@ func setup(t *testing.T) *fixture {
 	}
 	// The guest's files are served while the image imports (until this first test ends).
 	g := friendlyvm.ServeGuestFiles(t, ctx)
-	f.apply(t, "storageclass", `apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: `+rwxClass+`
-  annotations: {virtualization.deckhouse.io/access-mode: ReadWriteMany}
-provisioner: `+provisioner.Name+`
-reclaimPolicy: Delete
-volumeBindingMode: WaitForFirstConsumer
-`)
+	f.apply(t, "storageclass", friendlyvm.ReadWriteManyClassYAML(rwxClass))
 	f.apply(t, "image", friendlyvm.ImageYAML(image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
 	f.apply(t, "vm", spec.Manifest())
 	f.kubectl(t, "wait", "cvi/"+image, "--for=jsonpath={.status.phase}=Ready", "--timeout=5m")

@@ -85,6 +85,20 @@ func (st *stack) waitPhase(t *testing.T, vd *v1alpha2.VirtualDisk, want v1alpha2
 	return got
 }
 
+// createReady creates the disk and waits until it is Ready: the disk and its claim.
+func (st *stack) createReady(t *testing.T, ctx context.Context, vd *v1alpha2.VirtualDisk) (*v1alpha2.VirtualDisk, *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	if err := st.admin.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	got := st.waitPhase(t, vd, v1alpha2.DiskReady, 3*time.Minute)
+	pvc, err := st.claim(ctx, vd.Namespace, got.Status.Target.PersistentVolumeClaimName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, pvc
+}
+
 func (st *stack) claim(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	return pvc, st.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc)
@@ -191,14 +205,7 @@ func testFromImage(t *testing.T, st *stack, kind string) {
 
 	vd := newDisk(ns, "from-image", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: kind, Name: image.GetName()}}, "64Mi", "")
-	if err := st.admin.Create(ctx, vd); err != nil {
-		t.Fatal(err)
-	}
-	got := st.waitPhase(t, vd, v1alpha2.DiskReady, 3*time.Minute)
-	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, pvc := st.createReady(t, ctx, vd)
 	if capacity := pvc.Status.Capacity[corev1.ResourceStorage]; got.Status.Capacity != capacity.String() || got.Status.Progress != "100%" {
 		t.Fatalf("status %+v, claim capacity %s", got.Status, capacity.String())
 	}
@@ -213,14 +220,7 @@ func testSizedBySource(t *testing.T, st *stack) {
 	ns := st.namespace(t, fmt.Sprintf("vd-sized-%d", os.Getpid()))
 	vd := newDisk(ns, "sized", st.httpSource(st.guestSHA256), "64Mi", "")
 	vd.Spec.PersistentVolumeClaim.Size = nil
-	if err := st.admin.Create(ctx, vd); err != nil {
-		t.Fatal(err)
-	}
-	got := st.waitPhase(t, vd, v1alpha2.DiskReady, 3*time.Minute)
-	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, pvc := st.createReady(t, ctx, vd)
 	request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	if got.Annotations["virtualization.deckhouse.io/vd-source-size"] != strconv.Itoa(25<<20) || request.String() != "25Mi" || got.Status.Capacity != "25Mi" {
 		t.Fatalf("annotations %v, claim request %s, status %+v", got.Annotations, request.String(), got.Status)
@@ -457,17 +457,21 @@ func testBootResizeProtect(t *testing.T, st *stack, root, data *v1alpha2.Virtual
 			t.Fatal(err)
 		}
 	}
+	grown := func(vd *v1alpha2.VirtualDisk, capacity string) {
+		t.Helper()
+		eventually(t, 2*time.Minute, vd.Name+" disk grown", func(ctx context.Context) error {
+			if err := st.admin.Get(ctx, client.ObjectKeyFromObject(vd), vd); err != nil {
+				return err
+			}
+			if vd.Status.Phase != v1alpha2.DiskReady || vd.Status.Capacity != capacity || vd.Status.ObservedGeneration != vd.Generation {
+				return fmt.Errorf("status %+v", vd.Status)
+			}
+			return nil
+		})
+	}
 	grow(data, "48Mi")
 	grow(root, "80Mi")
-	eventually(t, 2*time.Minute, "data disk grown", func(ctx context.Context) error {
-		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(data), data); err != nil {
-			return err
-		}
-		if data.Status.Phase != v1alpha2.DiskReady || data.Status.Capacity != "48Mi" || data.Status.ObservedGeneration != data.Generation {
-			return fmt.Errorf("status %+v", data.Status)
-		}
-		return nil
-	})
+	grown(data, "48Mi")
 	st.expectEvent(t, data, corev1.EventTypeNormal, "Phase Resizing")
 	// A Filesystem volume of the local provisioner grows offline: Resizing until the VMI goes.
 	eventually(t, time.Minute, "root disk Resizing, offline", func(ctx context.Context) error {
@@ -483,15 +487,7 @@ func testBootResizeProtect(t *testing.T, st *stack, root, data *v1alpha2.Virtual
 
 	t.Log("restart the VMI: the root disk keeps what the guest wrote and is 80Mi, the data disk 48Mi")
 	st.deleteVMI(t, vmi)
-	eventually(t, 2*time.Minute, "root disk grown", func(ctx context.Context) error {
-		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(root), root); err != nil {
-			return err
-		}
-		if root.Status.Phase != v1alpha2.DiskReady || root.Status.Capacity != "80Mi" || root.Status.ObservedGeneration != root.Generation {
-			return fmt.Errorf("status %+v", root.Status)
-		}
-		return nil
-	})
+	grown(root, "80Mi")
 	con = st.bootVMI(t, vmi)
 	rootDev, rootBytes = guestDisk(t, con, "vd-root")
 	if _, dataBytes = guestDisk(t, con, "vd-data"); dataBytes != 48<<20 || rootBytes != 80<<20 {

@@ -21,7 +21,6 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vmopcondition"
 	"github.com/d8virt/devstack/friendlyvm"
 	"github.com/d8virt/devstack/guest/guesttest"
-	"github.com/d8virt/devstack/provisioner"
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/kubevirt-core/pkg/console"
 	"github.com/d8virt/kubevirt-core/pkg/virtlauncher/converter"
@@ -36,21 +35,9 @@ const (
 	tcpHello = "ping-42"
 )
 
-// rwxClass is a StorageClass of the local provisioner whose disks are ReadWriteMany (the
-// StorageClass annotation of virtualization-controller), so that the machine can live-migrate
-// between the two nodes: a ReadWriteOnce claim would pin it to its node.
+// rwxClass is a StorageClass of the local provisioner whose disks are ReadWriteMany, so that the
+// machine can live-migrate between the two nodes.
 const rwxClass = "vmop-e2e-rwx"
-
-const rwxClassYAML = `apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: ` + rwxClass + `
-  annotations: {virtualization.deckhouse.io/access-mode: ReadWriteMany}
-provisioner: ` + provisioner.Name + `
-reclaimPolicy: Delete
-volumeBindingMode: WaitForFirstConsumer
-allowVolumeExpansion: true
-`
 
 // userData keeps printing a marker, so that a console opened at any time sees the guest is up,
 // and serves TCP port 7000 with busybox nc: each connection's first line comes back as
@@ -87,7 +74,7 @@ func TestOperations(t *testing.T) {
 
 	c.kubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() { c.kubectl(t, "delete", "namespace", ns, "--timeout=3m") })
-	c.apply(t, "storageclass", rwxClassYAML)
+	c.apply(t, "storageclass", friendlyvm.ReadWriteManyClassYAML(rwxClass))
 	t.Cleanup(func() { c.kubectl(t, "delete", "storageclass", rwxClass, "--ignore-not-found") })
 	g := friendlyvm.ServeGuestFiles(t, ctx)
 	c.apply(t, "image", friendlyvm.ImageYAML(vmSpec.Image, g.HTTPSource("disk.qcow2", g.SHA256("disk.qcow2"))))
