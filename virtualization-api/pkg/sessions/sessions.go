@@ -107,9 +107,10 @@ func (r *Registry) Acquire(ctx context.Context, k Key, user, client string) (fun
 // replica has taken it meanwhile: the delete is conditional on the last version written here).
 func (r *Registry) keep(l *coordinationv1.Lease) func() {
 	stop, done := make(chan struct{}), make(chan struct{})
+	// The ticker starts with the session, not when the goroutine first runs.
+	t := r.Clock.NewTicker(r.Duration / renewsPerDuration)
 	go func() {
 		defer close(done)
-		t := r.Clock.NewTicker(r.Duration / renewsPerDuration)
 		defer t.Stop()
 		for {
 			select {
