@@ -193,7 +193,8 @@ func hasDisk(spec *kubevirtv1.VirtualMachineInstanceSpec, name string) bool {
 // Where hotplugged volumes travel, with KubeVirt's names.
 const (
 	// DisksVolume is the launcher Pod's emptyDir that virt-handler mounts hotplugged volumes into
-	// (<volume>/ below it); the compute container sees it with HostToContainer propagation.
+	// (<volume>/ below it, a filesystem claim's directory; <volume> itself, a block claim's
+	// device); the compute container sees it with HostToContainer propagation.
 	DisksVolume = "hotplug-disks"
 	// DisksDir is where the compute container mounts DisksVolume.
 	DisksDir = "/var/run/kubevirt/hotplug-disks"
@@ -203,6 +204,9 @@ const (
 	AttachmentPodPrefix = "hp-volume-"
 	// AttachmentMountDir is where an attachment Pod's container mounts each claim (<volume>/).
 	AttachmentMountDir = "/path"
+	// AttachmentDeviceDir is where an attachment Pod's container has each block claim's device
+	// (<volume>).
+	AttachmentDeviceDir = "/dev/hotplug"
 )
 
 // ClaimName is the claim a hotpluggable volume uses (a DataVolume's claim has its name).

@@ -23,7 +23,8 @@ import (
 
 // testHotplug plugs a filesystem PVC into a running guest with addvolume, writes to the new
 // disk, and unplugs it with removevolume: the disk comes and goes in the guest, the data stays on
-// the claim, the VM's template follows, and the attachment Pod comes and goes.
+// the claim, the VM's template follows, and the attachment Pod comes and goes; on the SCSI bus,
+// a block-mode claim, and a bus that cannot hotplug too.
 func testHotplug(t *testing.T, c *cluster, kc client.Client, ns string) {
 	size := resource.MustParse("64Mi")
 	claim, dir := hostPathClaim(t, kc, ns, "hotplug-data", size)
@@ -110,6 +111,7 @@ func testHotplug(t *testing.T, c *cluster, kc client.Client, ns string) {
 	})
 
 	testHotplugSCSI(t, c, kc, vmi, con)
+	testHotplugBlock(t, c, kc, vmi, con)
 	testHotplugFailure(t, c, kc, vmi)
 
 	t.Log("removevolume")
@@ -191,6 +193,63 @@ func testHotplugSCSI(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1
 		}
 		if s, err := volumeStatus(ctx, kc, vmi, "hot-scsi"); err == nil {
 			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+}
+
+// testHotplugBlock plugs a block-mode claim in (a loop device on a local volume): the attachment
+// Pod holds it as a device, virt-handler binds the device into the launcher, the guest sees a
+// disk of the device's size and what it writes reaches the device; removevolume takes it away
+// and nothing stays bound.
+func testHotplugBlock(t *testing.T, c *cluster, kc client.Client, vmi *kubevirtv1.VirtualMachineInstance, con *guesttest.Console) {
+	t.Log("addvolume of a block claim")
+	size := resource.MustParse("40Mi")
+	claim, dev := loopClaim(t, c, kc, vmi.Namespace, "hotplug-block", size)
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "addvolume", fmt.Sprintf(
+		`{"name":"hot-blk","disk":{"serial":"e2e-hot-blk","disk":{"bus":"virtio"}},"volumeSource":{"persistentVolumeClaim":{"claimName":%q}}}`, claim))
+	eventually(t, 3*time.Minute, "volume hot-blk Ready", func(ctx context.Context) error {
+		s, err := volumeStatus(ctx, kc, vmi, "hot-blk")
+		if err != nil {
+			return err
+		}
+		if s.Phase != kubevirtv1.VolumeReady {
+			return fmt.Errorf("status %+v", s)
+		}
+		return nil
+	})
+	var guestDev string
+	eventually(t, time.Minute, "the guest sees the block disk", func(context.Context) error {
+		d, ok := guestDisks(t, con)["e2e-hot-blk"]
+		if !ok || d.bytes != size.Value() {
+			return fmt.Errorf("disk %+v, want %d bytes", d, size.Value())
+		}
+		guestDev = d.dev
+		return nil
+	})
+	guestRun(t, con, fmt.Sprintf("echo e2e-hotplug-block >/dev/%s; sync", guestDev))
+	eventually(t, 30*time.Second, "the data on the device", func(context.Context) error {
+		f, err := os.Open(dev)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b := make([]byte, 512)
+		if _, err := f.ReadAt(b, 0); err != nil || !bytes.Contains(b, []byte("e2e-hotplug-block")) {
+			return fmt.Errorf("not there (read error %v)", err)
+		}
+		return nil
+	})
+	volumeCommand(t, c, vmi.Namespace, "virtualmachines", vmi.Name, "removevolume", `{"name":"hot-blk"}`)
+	eventually(t, 2*time.Minute, "the block disk gone from the guest, the status and the launcher", func(ctx context.Context) error {
+		if d, ok := guestDisks(t, con)["e2e-hot-blk"]; ok {
+			return fmt.Errorf("still in the guest: %+v", d)
+		}
+		if s, err := volumeStatus(ctx, kc, vmi, "hot-blk"); err == nil {
+			return fmt.Errorf("status %+v", s)
+		}
+		if mounted, err := hotplugMounted("hotplug-disks/hot-blk"); err != nil || mounted {
+			return fmt.Errorf("the device is still bound on the node (%v)", err)
 		}
 		return nil
 	})

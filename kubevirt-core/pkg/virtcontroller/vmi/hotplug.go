@@ -16,6 +16,7 @@ import (
 
 	"github.com/d8virt/kubevirt-core/pkg/hotplug"
 	"github.com/d8virt/kubevirt-core/pkg/kit"
+	"github.com/d8virt/kubevirt-core/pkg/launcherapi"
 )
 
 // Reasons on the volume status of hotplugged volumes, as KubeVirt's controller writes them.
@@ -29,18 +30,24 @@ const (
 var attachmentCommand = []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait; done"}
 
 // NewAttachmentPod builds the hotplug attachment Pod of a running VMI, as KubeVirt shapes it:
-// owned by the launcher Pod (it goes with it), on the launcher's node, mounting the claim of
-// every hotplugged volume (one Pod holds them all; a changed set gets a new Pod).
-func NewAttachmentPod(launcher *corev1.Pod, volumes []kubevirtv1.Volume, image string) *corev1.Pod {
+// owned by the launcher Pod (it goes with it), on the launcher's node, holding the claim of
+// every hotplugged volume (one Pod holds them all; a changed set gets a new Pod): mounted, or as
+// a device for the volumes block says are in volume mode Block.
+func NewAttachmentPod(launcher *corev1.Pod, volumes []kubevirtv1.Volume, block map[string]bool, image string) *corev1.Pod {
 	hostToContainer := corev1.MountPropagationHostToContainer
 	var vols []corev1.Volume
 	var mounts []corev1.VolumeMount
+	var devices []corev1.VolumeDevice
 	for i := range volumes {
 		v := &volumes[i]
 		readOnly := v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 		vols = append(vols, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: hotplug.ClaimName(v), ReadOnly: readOnly},
 		}})
+		if block[v.Name] {
+			devices = append(devices, corev1.VolumeDevice{Name: v.Name, DevicePath: hotplug.AttachmentDeviceDir + "/" + v.Name})
+			continue
+		}
 		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: hotplug.AttachmentMountDir + "/" + v.Name, MountPropagation: &hostToContainer})
 	}
 	no := false
@@ -61,6 +68,7 @@ func NewAttachmentPod(launcher *corev1.Pod, volumes []kubevirtv1.Volume, image s
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         attachmentCommand,
 				VolumeMounts:    mounts,
+				VolumeDevices:   devices,
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("2M")},
 					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("80M")},
@@ -250,7 +258,13 @@ func (r *Reconciler) syncHotplug(ctx context.Context, vmi *kubevirtv1.VirtualMac
 	logger := log.FromContext(ctx)
 	// A missing claim holds the Pod back: it could not start.
 	if plan.Create && known == len(volumes) {
-		pod := NewAttachmentPod(launcher, volumes, r.Launcher.Image)
+		block := map[string]bool{}
+		for i := range volumes {
+			name := volumes[i].Name
+			pvc := claims[hotplug.ClaimName(&volumes[i])]
+			block[name] = launcherapi.BlockVolume(vmi, name) || (pvc != nil && pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock)
+		}
+		pod := NewAttachmentPod(launcher, volumes, block, r.Launcher.Image)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			return false, fmt.Errorf("create attachment pod: %w", err)
 		}

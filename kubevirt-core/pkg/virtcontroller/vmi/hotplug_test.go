@@ -120,12 +120,14 @@ func TestHotplugVolumeStatus(t *testing.T) {
 
 func TestNewAttachmentPod(t *testing.T) {
 	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-launcher-x", Namespace: "ns", UID: "l-uid"}, Spec: corev1.PodSpec{NodeName: "node-1"}}
-	pod := NewAttachmentPod(launcher, []kubevirtv1.Volume{hotVolume("a")}, "img")
+	pod := NewAttachmentPod(launcher, []kubevirtv1.Volume{hotVolume("a"), hotVolume("b")}, map[string]bool{"b": true}, "img")
 	ref := metav1.GetControllerOf(pod)
 	term := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
+	c := pod.Spec.Containers[0]
 	if pod.GenerateName != "hp-volume-" || pod.Labels[kubevirtv1.AppLabel] != "hotplug-disk" || ref == nil || ref.UID != "l-uid" ||
-		term.Values[0] != "node-1" || pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "a-claim" ||
-		pod.Spec.Containers[0].VolumeMounts[0].MountPath != "/path/a" {
+		term.Values[0] != "node-1" || pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "a-claim" || pod.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != "b-claim" ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/path/a" ||
+		len(c.VolumeDevices) != 1 || c.VolumeDevices[0].Name != "b" || c.VolumeDevices[0].DevicePath != "/dev/hotplug/b" {
 		t.Errorf("attachment pod %+v", pod)
 	}
 }

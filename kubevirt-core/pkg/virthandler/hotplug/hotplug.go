@@ -1,6 +1,7 @@
 // Package hotplug is virt-handler's part of volume hotplug: once virt-controller's attachment
 // Pod holds a hotplugged claim on this node (volume phase AttachedToNode), it bind-mounts the
-// claim's directory into the launcher Pod's hotplug-disks volume (MountedToPod), the launcher
+// claim's directory, or a block claim's device, into the launcher Pod's hotplug-disks volume
+// (MountedToPod), the launcher
 // attaches the disk to the domain (Ready). A volume gone from the spec is detached by the
 // launcher first, then unmounted, and its status entry goes.
 package hotplug
@@ -119,21 +120,34 @@ func (h *Volumes) Sync(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstan
 	return res, errors.Join(errs...)
 }
 
-// mount binds the claim's directory on target (a directory in the launcher's hotplug-disks
-// volume) unless it is there already.
+// mount binds the claim on target in the launcher's hotplug-disks volume, unless it is there
+// already: a filesystem claim's directory on the directory target, a block claim's device on
+// the file target.
 func (h *Volumes) mount(ctx context.Context, namespace string, v *kubevirtv1.Volume, target string) error {
 	m := h.mounter()
-	if err := os.MkdirAll(target, 0o750); err != nil {
-		return err
+	if _, err := os.Lstat(target); err == nil {
+		node, err := m.NodePath(target)
+		if err != nil {
+			return err
+		}
+		if ok, err := m.Mounted(node); err != nil || ok {
+			return err
+		}
 	}
-	node, err := m.NodePath(target)
+	src, block, err := h.claimSource(ctx, namespace, hotplug.ClaimName(v))
 	if err != nil {
 		return err
 	}
-	if ok, err := m.Mounted(node); err != nil || ok {
+	if block {
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o640)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	} else if err := os.MkdirAll(target, 0o750); err != nil {
 		return err
 	}
-	src, err := h.claimDir(ctx, namespace, hotplug.ClaimName(v))
+	node, err := m.NodePath(target)
 	if err != nil {
 		return err
 	}
@@ -163,28 +177,27 @@ func (h *Volumes) unmount(ctx context.Context, target string) error {
 	return nil
 }
 
-// claimDir is where the bound claim's filesystem volume is on the node: its hostPath or local
-// PersistentVolume's path (the kinds the node serves claims from).
-func (h *Volumes) claimDir(ctx context.Context, namespace, claim string) (string, error) {
+// claimSource is where the bound claim's volume is on the node, and whether it is a block
+// device: its hostPath or local PersistentVolume's path (the kinds the node serves claims from),
+// a directory, or for volume mode Block the device (or a link to it).
+func (h *Volumes) claimSource(ctx context.Context, namespace, claim string) (string, bool, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
-		return "", fmt.Errorf("claim %s: %w", claim, err)
+		return "", false, fmt.Errorf("claim %s: %w", claim, err)
 	}
 	if pvc.Spec.VolumeName == "" {
-		return "", fmt.Errorf("claim %s is not bound", claim)
+		return "", false, fmt.Errorf("claim %s is not bound", claim)
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := h.Reader.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return "", fmt.Errorf("volume %s of claim %s: %w", pvc.Spec.VolumeName, claim, err)
+		return "", false, fmt.Errorf("volume %s of claim %s: %w", pvc.Spec.VolumeName, claim, err)
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
-		return "", fmt.Errorf("volume %s: block volumes cannot be hotplugged yet", pv.Name)
-	}
+	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock
 	switch {
 	case pv.Spec.HostPath != nil:
-		return pv.Spec.HostPath.Path, nil
+		return pv.Spec.HostPath.Path, block, nil
 	case pv.Spec.Local != nil:
-		return pv.Spec.Local.Path, nil
+		return pv.Spec.Local.Path, block, nil
 	}
-	return "", fmt.Errorf("volume %s: only hostPath and local volumes can be hotplugged here", pv.Name)
+	return "", false, fmt.Errorf("volume %s: only hostPath and local volumes can be hotplugged here", pv.Name)
 }

@@ -175,3 +175,45 @@ func TestSync(t *testing.T) {
 		})
 	}
 }
+
+// A block claim's device is bound on a file of the launcher's hotplug-disks volume, and goes
+// with it when the volume is removed.
+func TestSyncBlock(t *testing.T) {
+	block := corev1.PersistentVolumeBlock
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{VolumeMode: &block,
+		PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/srv/pv/device"}}}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv", VolumeMode: &block}}
+	hot := kubevirtv1.Volume{Name: "hot", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+		Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}}}
+	pods := t.TempDir()
+	target := filepath.Join(launcherapi.PodVolumeDir(pods, "launcher", "hotplug-disks"), "hot")
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMounter{mounts: map[string]string{}}
+	h := &Volumes{Reader: fake.NewClientBuilder().WithObjects(pv, pvc).Build(), PodsDir: pods, Mounter: m}
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vmi"}}
+	vmi.Spec.Volumes = []kubevirtv1.Volume{hot}
+	vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "hot", Phase: kubevirtv1.HotplugVolumeAttachedToNode, HotplugVolume: &kubevirtv1.HotplugVolumeStatus{}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "launcher"}}
+	res, err := h.Sync(context.Background(), vmi, pod, &launcherapi.DomainStatus{Defined: true})
+	if err != nil || res.VolumeStatus[0].Phase != kubevirtv1.HotplugVolumeMounted || m.mounts[target] != "/srv/pv/device" {
+		t.Fatalf("sync: %v, %+v, mounts %v", err, res.VolumeStatus, m.mounts)
+	}
+	if fi, err := os.Stat(target); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the device's target %s: %v, %v", target, fi, err)
+	}
+	// Mounted: nothing is read again.
+	h.Reader = fake.NewClientBuilder().Build()
+	if _, err := h.Sync(context.Background(), vmi, pod, &launcherapi.DomainStatus{Defined: true}); err != nil {
+		t.Fatalf("a second sync read the claim again: %v", err)
+	}
+	vmi.Spec.Volumes = nil
+	vmi.Status.VolumeStatus[0].Phase = kubevirtv1.HotplugVolumeDetaching
+	if _, err := h.Sync(context.Background(), vmi, pod, &launcherapi.DomainStatus{Defined: true}); err != nil || len(m.mounts) != 0 {
+		t.Fatalf("removed: %v, mounts %v", err, m.mounts)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("the target is left: %v", err)
+	}
+}

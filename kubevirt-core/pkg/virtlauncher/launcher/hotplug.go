@@ -150,10 +150,19 @@ func (m *Manager) forgetFailures(want map[string]*kubevirtv1.Volume) bool {
 
 // attachDisk attaches the disk of a hotplugged volume to the running domain.
 func (m *Manager) attachDisk(vmi *kubevirtv1.VirtualMachineInstance, dom *libvirt.Domain, v *kubevirtv1.Volume) error {
-	// Not in use yet: an image smaller than its claim grows, as at a start.
-	path, _, _, err := preparePVCDisk(vmi, v, hotplug.DisksDir, true, dirBytesAvailable)
-	if err != nil {
-		return fmt.Errorf("hotplug volume %s: %w", v.Name, err)
+	// A block claim is its device, which virt-handler bound at <hotplug-disks>/<volume>; a
+	// filesystem claim holds disk.img, made or grown (it is not in use yet) as at a start.
+	var path string
+	if launcherapi.BlockVolume(vmi, v.Name) {
+		path = filepath.Join(hotplug.DisksDir, v.Name)
+		if err := checkBlockDevice(path); err != nil {
+			return fmt.Errorf("hotplug volume %s: %w", v.Name, err)
+		}
+	} else {
+		var err error
+		if path, _, _, err = preparePVCDisk(vmi, v, hotplug.DisksDir, true, dirBytesAvailable); err != nil {
+			return fmt.Errorf("hotplug volume %s: %w", v.Name, err)
+		}
 	}
 	used, err := diskTargets(dom)
 	if err != nil {
