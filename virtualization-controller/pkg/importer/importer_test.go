@@ -67,6 +67,22 @@ func sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// testImport is an import of src without a destination, expecting the sha256 sum (none: "") and
+// a clock that stands still.
+func testImport(t *testing.T, src Source, sha string) *Import {
+	t.Helper()
+	sums, err := checksum.New(map[string]string{"sha256": sha})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	return &Import{
+		Source: src, Checksum: sums, ScratchDir: t.TempDir(),
+		Progress: progress.New(func() time.Time { return now }), Now: func() time.Time { return now },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
 // The streamed path into a file (raw and ISO need no qemu-img).
 func TestRunToFile(t *testing.T) {
 	raw := append(bytes.Repeat([]byte{0xeb, 0x3c, 0x90, 0}, 128<<10), make([]byte, 1<<20)...) // 1.5 MiB
@@ -98,20 +114,12 @@ func TestRunToFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "disk.img")
-			sums, err := checksum.New(map[string]string{"sha256": tc.sha})
-			if err != nil {
-				t.Fatal(err)
-			}
 			file, err := destination.OpenFile(path, tc.capacity)
 			if err != nil {
 				t.Fatal(err)
 			}
-			now := time.Unix(0, 0)
-			im := &Import{
-				Source: bytesSource{tc.data, tc.size}, Checksum: sums, File: file, ScratchDir: t.TempDir(),
-				Progress: progress.New(func() time.Time { return now }), Now: func() time.Time { return now },
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			}
+			im := testImport(t, bytesSource{tc.data, tc.size}, tc.sha)
+			im.File = file
 			res, err := im.Run(context.Background())
 			if tc.reason != "" {
 				if contract.ReasonOf(err) != tc.reason {
@@ -172,16 +180,8 @@ func TestRunInspect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sums, err := checksum.New(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Unix(0, 0)
-			im := &Import{
-				Inspect: true, Source: bytesSource{tc.data, tc.size}, Checksum: sums, ScratchDir: t.TempDir(),
-				Progress: progress.New(func() time.Time { return now }), Now: func() time.Time { return now },
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			}
+			im := testImport(t, bytesSource{tc.data, tc.size}, "")
+			im.Inspect = true
 			res, err := im.Run(context.Background())
 			if tc.reason != "" {
 				if contract.ReasonOf(err) != tc.reason {
