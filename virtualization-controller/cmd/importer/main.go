@@ -31,6 +31,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importer/convert"
 	"github.com/d8virt/virtualization-controller/pkg/importer/destination"
+	exporter "github.com/d8virt/virtualization-controller/pkg/importer/export"
 	"github.com/d8virt/virtualization-controller/pkg/importer/progress"
 	"github.com/d8virt/virtualization-controller/pkg/importer/registryauth"
 	"github.com/d8virt/virtualization-controller/pkg/importer/source"
@@ -38,6 +39,8 @@ import (
 
 type options struct {
 	sourceURL, sourceImage, sourceCA, sourceAuth string
+	sourceTokenFile                              string
+	exportFile, exportAddress, exportTokenFile   string
 	uploadAddress, uploadTokenFile               string
 	uploadTimeout                                time.Duration
 	sums                                         map[string]*string
@@ -57,6 +60,10 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.sourceImage, contract.FlagSourceImage, "", "container-disk image to read the disk/ file of")
 	fs.StringVar(&o.sourceCA, contract.FlagSourceCABundle, "", "PEM file of CAs trusted for the source")
 	fs.StringVar(&o.sourceAuth, contract.FlagSourceAuthFile, "", ".dockerconfigjson file for the source image")
+	fs.StringVar(&o.sourceTokenFile, contract.FlagSourceTokenFile, "", "file with the bearer token for the source URL's requests")
+	fs.StringVar(&o.exportFile, contract.FlagExportFile, "", "serve this disk file or block device to an importer instead of importing")
+	fs.StringVar(&o.exportAddress, contract.FlagExportAddress, ":8090", "address the export is served at ("+contract.ExportPath+")")
+	fs.StringVar(&o.exportTokenFile, contract.FlagExportTokenFile, "", "file with the token the export's requests must bear")
 	fs.StringVar(&o.uploadAddress, contract.FlagSourceUploadAddress, "", "address to wait for the user's upload at ("+contract.UploadPath+")")
 	fs.StringVar(&o.uploadTokenFile, contract.FlagUploadTokenFile, "", "file with the token the upload must bear")
 	fs.DurationVar(&o.uploadTimeout, contract.FlagUploadTimeout, time.Hour, "how long to wait for the upload to begin")
@@ -90,6 +97,18 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	})
 	if envErr != nil {
 		return o, envErr
+	}
+	if o.exportFile != "" {
+		if countSet(o.sourceURL, o.sourceImage, o.uploadAddress, o.destImage, o.destFile) > 0 || o.inspect {
+			return o, fmt.Errorf("--%s takes no source, destination or --%s", contract.FlagExportFile, contract.FlagInspect)
+		}
+		if o.exportTokenFile == "" {
+			return o, fmt.Errorf("--%s goes with --%s", contract.FlagExportFile, contract.FlagExportTokenFile)
+		}
+		return o, o.log.Validate()
+	}
+	if o.sourceTokenFile != "" && o.sourceURL == "" {
+		return o, fmt.Errorf("--%s goes with --%s", contract.FlagSourceTokenFile, contract.FlagSourceURL)
 	}
 	if n := countSet(o.sourceURL, o.sourceImage, o.uploadAddress); n != 1 {
 		return o, fmt.Errorf("give exactly one of --%s, --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage, contract.FlagSourceUploadAddress)
@@ -135,7 +154,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	var res contract.Result
-	if err == nil {
+	switch {
+	case err == nil && o.exportFile != "":
+		err = export(ctx, o, log)
+		res = contract.Result{Reason: contract.ReasonCompleted}
+	case err == nil:
 		res, err = run(ctx, o, log)
 	}
 	stop()
@@ -212,23 +235,67 @@ func newSource(o options, backoff source.Backoff, log *slog.Logger) (importer.So
 	}
 	switch {
 	case o.sourceURL != "":
-		return &source.HTTP{URL: o.sourceURL, Client: &http.Client{Transport: tr}, Backoff: backoff, Sleep: source.RealSleep, Log: log}, nil
+		token, err := readToken(o.sourceTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		return &source.HTTP{URL: o.sourceURL, Token: token, Client: &http.Client{Transport: tr}, Backoff: backoff, Sleep: source.RealSleep, Log: log}, nil
 	case o.uploadAddress != "":
-		token, err := os.ReadFile(o.uploadTokenFile)
-		if err != nil || len(strings.TrimSpace(string(token))) == 0 {
-			return nil, contract.Errorf(contract.ReasonInvalidArguments, "upload token file %s: empty or unreadable: %v", o.uploadTokenFile, err)
+		token, err := readToken(o.uploadTokenFile)
+		if err != nil {
+			return nil, err
 		}
 		l, err := net.Listen("tcp", o.uploadAddress)
 		if err != nil {
 			return nil, contract.Errorf(contract.ReasonInvalidArguments, "upload address: %w", err)
 		}
-		return &source.Upload{Listener: l, Token: strings.TrimSpace(string(token)), Timeout: o.uploadTimeout, Log: log}, nil
+		return &source.Upload{Listener: l, Token: token, Timeout: o.uploadTimeout, Log: log}, nil
 	}
 	keys, err := keychain(o.sourceAuth)
 	if err != nil {
 		return nil, err
 	}
 	return &source.Registry{Image: o.sourceImage, Keychain: keys, Transport: tr, Backoff: backoff}, nil
+}
+
+// readToken is the token in file ("" for no file); an empty or unreadable file is an error.
+func readToken(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	token := strings.TrimSpace(string(b))
+	if err != nil || token == "" {
+		return "", contract.Errorf(contract.ReasonInvalidArguments, "token file %s: empty or unreadable: %v", file, err)
+	}
+	return token, nil
+}
+
+// export serves o.exportFile until ctx ends (the exporter's Pod is deleted).
+func export(ctx context.Context, o options, log *slog.Logger) error {
+	token, err := readToken(o.exportTokenFile)
+	if err != nil {
+		return err
+	}
+	h := &exporter.Handler{Path: o.exportFile, Token: token, Sent: exporter.NewSentCounter(), Log: log}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h.Sent)
+	l, err := net.Listen("tcp", o.exportAddress)
+	if err != nil {
+		return contract.Errorf(contract.ReasonInvalidArguments, "export address: %w", err)
+	}
+	// Ready (the metrics answer) only once the export listens.
+	if err := serveMetrics(ctx, o.metrics, reg, log); err != nil {
+		l.Close()
+		return err
+	}
+	srv := &http.Server{Handler: h.Mux(), ReadHeaderTimeout: 30 * time.Second}
+	context.AfterFunc(ctx, func() { srv.Close() })
+	log.Info("exporting", "path", o.exportFile, "address", l.Addr().String())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return contract.Errorf(contract.ReasonInternal, "export server: %w", err)
+	}
+	return nil
 }
 
 func keychain(file string) (authn.Keychain, error) {

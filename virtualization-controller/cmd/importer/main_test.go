@@ -65,3 +65,25 @@ func TestParseInspect(t *testing.T) {
 		})
 	}
 }
+
+func TestParseExportAndSourceToken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{name: "an export", args: []string{"--export-file=/source/disk.img", "--export-token-file=/t"}},
+		{name: "a URL with a token", args: []string{"--source-url=http://10.0.0.1:8090/export", "--source-token-file=/t", "--destination-image=dvcr/vi/a:latest"}},
+		{name: "an export without a token", args: []string{"--export-file=/dev/source"}, err: "--export-file goes with --export-token-file"},
+		{name: "an export with a source", args: []string{"--export-file=/d", "--export-token-file=/t", "--source-url=http://x/d"}, err: "--export-file takes no source, destination or --inspect"},
+		{name: "an export with a destination", args: []string{"--export-file=/d", "--export-token-file=/t", "--destination-file=/data/disk.img"}, err: "--export-file takes no source"},
+		{name: "a token without a URL", args: []string{"--source-image=reg/disk:1", "--source-token-file=/t", "--destination-file=/d"}, err: "--source-token-file goes with --source-url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(tc.args, func(string) string { return "" })
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+		})
+	}
+}

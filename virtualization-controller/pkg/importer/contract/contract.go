@@ -31,6 +31,19 @@ const (
 	FlagUploadTimeout       = "upload-timeout"    // how long to wait for the upload to begin (a Go duration)
 	UploadPath              = "/upload"
 
+	// FlagSourceTokenFile: file with the bearer token sent with FlagSourceURL's requests (an
+	// exporter's, FlagExportTokenFile).
+	FlagSourceTokenFile = "source-token-file"
+
+	// An exporter serves one disk to one importer instead of importing: a VirtualDisk's claim
+	// (its disk.img, or its block device) next to the claim, for an image made from the disk.
+	// It answers GET and HEAD of ExportPath (with Range) bearing the token in
+	// FlagExportTokenFile, and serves until it is stopped. No source or destination goes with it.
+	FlagExportFile      = "export-file"
+	FlagExportAddress   = "export-address"
+	FlagExportTokenFile = "export-token-file"
+	ExportPath          = "/export"
+
 	// Checksums of the file at FlagSourceURL as it is served (before decompression), lower-case hex.
 	// Any given is verified while the data streams; a mismatch fails with ReasonChecksumMismatch.
 	FlagMD5    = "md5"
@@ -74,6 +87,8 @@ const (
 	MetricProgressRatio = "d8_virtualization_importer_progress_ratio"
 	// MetricSpeedBytes is the download speed over the last few seconds, bytes per second.
 	MetricSpeedBytes = "d8_virtualization_importer_speed_bytes_per_second"
+	// MetricExportedBytes counts the bytes an exporter has sent.
+	MetricExportedBytes = "d8_virtualization_exporter_sent_bytes_total"
 	// MetricAverageSpeedBytes is the download speed since the start, bytes per second.
 	MetricAverageSpeedBytes = "d8_virtualization_importer_average_speed_bytes_per_second"
 )

@@ -19,7 +19,9 @@ import (
 // 429, 5xx) is retried with back-off; a body that breaks off is resumed where it broke, with a
 // Range request (or by skipping what was read when the server ignores Range).
 type HTTP struct {
-	URL     string
+	URL string
+	// Token, when set, goes with every request as "Authorization: Bearer <Token>" (an exporter's).
+	Token   string
 	Client  *http.Client
 	Backoff Backoff
 	Sleep   Sleep
@@ -73,6 +75,9 @@ func (r *httpReader) request() (retry bool, err error) {
 	req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.h.URL, nil)
 	if err != nil {
 		return false, contract.Errorf(contract.ReasonInvalidArguments, "source URL %q: %w", r.h.URL, err)
+	}
+	if r.h.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.h.Token)
 	}
 	if r.offset > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(r.offset, 10)+"-")

@@ -2,17 +2,16 @@ package source
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/d8virt/virtualization-controller/pkg/importer/bearer"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 )
 
@@ -97,13 +96,11 @@ func (u *Upload) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upload the disk image with PUT or POST (curl -T disk.qcow2 URL)", http.StatusMethodNotAllowed)
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	switch {
-	case r.Header.Get("Authorization") == "":
-		w.Header().Set("WWW-Authenticate", "Bearer")
+	switch bearer.Check(w, r, u.Token) {
+	case http.StatusUnauthorized:
 		http.Error(w, "no token: send the header \"Authorization: Bearer <the image's upload token>\"", http.StatusUnauthorized)
 		return
-	case !ok || subtle.ConstantTimeCompare([]byte(token), []byte(u.Token)) != 1:
+	case http.StatusForbidden:
 		u.Log.Info("upload refused: wrong token", "remote", r.RemoteAddr)
 		http.Error(w, "the token is not this image's upload token", http.StatusForbidden)
 		return

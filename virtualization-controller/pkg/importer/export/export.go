@@ -1,0 +1,85 @@
+// Package export serves one disk to one importer: a VirtualDisk's claim (its disk.img, or its
+// block device) read next to the claim, for an image made from the disk by an importer that
+// runs elsewhere (in the module's namespace, with DVCR's credentials the disk's namespace never
+// sees). GET and HEAD of contract.ExportPath with the bearer token; Range is honoured, so the
+// importer's HTTP source resumes a stream that broke off.
+package export
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/d8virt/virtualization-controller/pkg/importer/bearer"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+)
+
+// Handler serves the file or block device at Path to requests bearing Token.
+type Handler struct {
+	Path  string
+	Token string
+	// Sent counts the bytes of the disk sent (contract.MetricExportedBytes).
+	Sent prometheus.Counter
+	Log  *slog.Logger
+}
+
+// NewSentCounter is the counter of a Handler's bytes sent, to register where metrics are served.
+func NewSentCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: contract.MetricExportedBytes, Help: "Bytes of the disk the exporter has sent."})
+}
+
+// Mux serves h at contract.ExportPath.
+func (h *Handler) Mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(contract.ExportPath, h)
+	return mux
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the exporter serves the disk to GET", http.StatusMethodNotAllowed)
+		return
+	}
+	switch bearer.Check(w, r, h.Token) {
+	case http.StatusUnauthorized:
+		http.Error(w, "no token: send the header \"Authorization: Bearer <the export's token>\"", http.StatusUnauthorized)
+		return
+	case http.StatusForbidden:
+		h.Log.Info("export refused: wrong token", "remote", r.RemoteAddr)
+		http.Error(w, "the token is not this export's token", http.StatusForbidden)
+		return
+	}
+	f, err := os.Open(h.Path)
+	if err != nil {
+		h.Log.Error("opening the disk", "path", h.Path, "error", err)
+		http.Error(w, "the disk cannot be read: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	// A block device's size is where it ends; a file's too.
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		http.Error(w, "the disk's size cannot be read: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.Log.Info("export", "remote", r.RemoteAddr, "method", r.Method, "range", r.Header.Get("Range"), "size", size)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(&counting{ResponseWriter: w, sent: h.Sent}, r, "", time.Time{}, io.NewSectionReader(f, 0, size))
+}
+
+// counting counts the bytes written to the response body.
+type counting struct {
+	http.ResponseWriter
+	sent prometheus.Counter
+}
+
+func (c *counting) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.sent.Add(float64(n))
+	return n, err
+}
