@@ -61,7 +61,15 @@ func testUpload(t *testing.T, st *stack) {
 	st.expectEvent(t, got, corev1.EventTypeNormal, "Phase WaitForUserUpload")
 
 	// The claim holds the uploaded disk, converted to raw.
-	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
+	st.compareDisk(t, ctx, ns, got.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+	st.nothingLeft(t, ns, "no uploader left")
+}
+
+// compareDisk runs qemu-img compare of the claim's disk.img (raw) with the qcow2 file: the
+// same guest-visible content (past the qcow2's end, zeros).
+func (st *stack) compareDisk(t *testing.T, ctx context.Context, ns, claim, qcow2 string) {
+	t.Helper()
+	pvc, err := st.claim(ctx, ns, claim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +81,16 @@ func testUpload(t *testing.T, st *stack) {
 		t.Fatalf("volume %s is not a local one: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
 	}
 	img := filepath.Join(pv.Spec.Local.Path, "disk.img")
-	if out, err := exec.CommandContext(ctx, "qemu-img", "compare", "-f", "raw", "-F", "qcow2", img, st.guestDisk).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img compare %s with the uploaded qcow2: %v: %s", img, err, out)
+	if out, err := exec.CommandContext(ctx, "qemu-img", "compare", "-f", "raw", "-F", "qcow2", img, qcow2).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img compare %s with %s: %v: %s", img, qcow2, err, out)
 	}
-	eventually(t, time.Minute, "no uploader left", func(ctx context.Context) error {
+}
+
+// nothingLeft waits until the namespace has no Pods, Services or Secrets: every importer,
+// uploader and exporter is gone with its companions.
+func (st *stack) nothingLeft(t *testing.T, ns, what string) {
+	t.Helper()
+	eventually(t, time.Minute, what, func(ctx context.Context) error {
 		var pods corev1.PodList
 		if err := st.admin.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 			return err

@@ -44,6 +44,7 @@ func TestVirtualDisk(t *testing.T) {
 	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
 	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
 	t.Run("SizedBySource", func(t *testing.T) { testSizedBySource(t, st) })
+	t.Run("ImageFromDisk", func(t *testing.T) { testImageFromDisk(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -210,6 +211,39 @@ func testFromImage(t *testing.T, st *stack, kind string) {
 		t.Fatalf("status %+v, claim capacity %s", got.Status, capacity.String())
 	}
 	st.expectEvent(t, got, corev1.EventTypeNormal, "Phase Ready")
+}
+
+// testImageFromDisk: a VirtualImage made from a VirtualDisk (its claim read by an exporter Pod
+// next to it, pushed into DVCR by an importer in the module's namespace), then a disk made from
+// that image holds the first disk's content; no exporter is left.
+func testImageFromDisk(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	ns := st.namespace(t, fmt.Sprintf("vi-from-vd-%d", os.Getpid()))
+	st.createReady(t, ctx, newDisk(ns, "source", st.httpSource(st.guestSHA256), "64Mi", ""))
+	vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-disk"}}
+	vi.Spec.Storage = v1alpha2.StorageContainerRegistry
+	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualImageObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "source"}}
+	if err := st.admin.Create(ctx, vi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.admin.Delete(context.Background(), vi) })
+	eventually(t, 3*time.Minute, "the VirtualImage Ready", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(vi), vi); err != nil {
+			return err
+		}
+		if vi.Status.Phase != v1alpha2.ImageReady {
+			return fmt.Errorf("phase %s: %+v", vi.Status.Phase, vi.Status.Conditions)
+		}
+		return nil
+	})
+	if vi.Status.Format != "raw" || vi.Status.Size.UnpackedBytes != strconv.Itoa(64<<20) || vi.Status.SourceUID == nil {
+		t.Fatalf("status %+v", vi.Status)
+	}
+	copied, _ := st.createReady(t, ctx, newDisk(ns, "copy", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: vi.Name}}, "64Mi", ""))
+	st.compareDisk(t, ctx, ns, copied.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+	st.nothingLeft(t, ns, "no exporter or importer left")
 }
 
 // testSizedBySource: a disk from a URL without a size gets its source's unpacked size (25Mi for

@@ -277,6 +277,12 @@ func export(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// A claim without the disk fails now, with a reason, not each request later.
+	f, err := os.Open(o.exportFile)
+	if err != nil {
+		return contract.Errorf(contract.ReasonSourceNotFound, "the disk cannot be read: %w", err)
+	}
+	f.Close()
 	h := &exporter.Handler{Path: o.exportFile, Token: token, Sent: exporter.NewSentCounter(), Log: log}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.Sent)

@@ -23,6 +23,8 @@ const (
 	ImageNotReady                   DatasourceReadyReason = "ImageNotReady"
 	ClusterImageNotReady            DatasourceReadyReason = "ClusterImageNotReady"
 	VirtualDiskNotReady             DatasourceReadyReason = "VirtualDiskNotReady"
+	// VirtualDiskAttachedToRunningVM: the source VirtualDisk is in use by a running virtual machine; the import starts once it stops.
+	VirtualDiskAttachedToRunningVM DatasourceReadyReason = "VirtualDiskAttachedToRunningVM"
 )
 
 // ReadyReason is a reason of the Ready condition.

@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,8 +43,9 @@ func (s Step) String() string {
 	return [...]string{"None", "AddFinalizer", "Cleanup", "DeletePod", "Start", "WatchProgress", "RecordResult"}[s]
 }
 
-// Decide is the next step for img of kind short, given its importer Pod (nil when there is none).
-func Decide(short string, img Image, pod *corev1.Pod) Step {
+// Decide is the next step for img of kind short, given its importer Pod and, for a VirtualDisk
+// source, its exporter Pod (each nil when there is none).
+func Decide(short string, img Image, pod, exporter *corev1.Pod) Step {
 	obj := img.Object
 	hasFinalizer := false
 	for _, f := range obj.GetFinalizers() {
@@ -56,10 +58,10 @@ func Decide(short string, img Image, pod *corev1.Pod) Step {
 		return StepNone
 	case !hasFinalizer:
 		return StepAddFinalizer
-	case pod != nil && pod.Labels[LabelImageUID] != string(obj.GetUID()):
+	case stale(pod, obj.GetUID()) || stale(exporter, obj.GetUID()):
 		return StepDeletePod
 	case finished(img):
-		if pod != nil {
+		if pod != nil || exporter != nil {
 			return StepDeletePod
 		}
 		return StepNone
@@ -70,6 +72,11 @@ func Decide(short string, img Image, pod *corev1.Pod) Step {
 	default:
 		return StepWatchProgress
 	}
+}
+
+// stale: pod belongs to an older image of that name.
+func stale(pod *corev1.Pod, uid types.UID) bool {
+	return pod != nil && pod.Labels[LabelImageUID] != string(uid)
 }
 
 // finished: the current spec's import has been recorded as Ready or Failed.
@@ -86,6 +93,10 @@ type Lookup struct {
 	// .dockerconfigjson.
 	PullSecretFound bool
 	PullSecret      []byte
+	// ExportURL and ExportToken are where a VirtualDisk source's exporter serves it, and its
+	// token, once it runs.
+	ExportURL   string
+	ExportToken []byte
 }
 
 // RefState is what an ObjectRef source's object looks like.
@@ -94,6 +105,18 @@ type RefState struct {
 	Phase string
 	// Repository is its DVCR repository, "" when it is not stored in DVCR.
 	Repository string
+	// Disk is set for a VirtualDisk.
+	Disk *DiskRef
+}
+
+// DiskRef is what an import reads of a source VirtualDisk.
+type DiskRef struct {
+	// Claim is its PersistentVolumeClaim (status.target), in its namespace; Block says the
+	// claim's volume mode is Block.
+	Claim string
+	Block bool
+	// RunningVMs are the virtual machines that have it mounted now.
+	RunningVMs []string
 }
 
 // Blocker says why an import cannot start now.
@@ -155,6 +178,7 @@ func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) 
 	reason := map[string]string{
 		v1alpha2.ClusterVirtualImageKind: string(cvicondition.ClusterImageNotReady),
 		v1alpha2.VirtualImageKind:        string(cvicondition.ImageNotReady),
+		v1alpha2.VirtualDiskKind:         string(cvicondition.VirtualDiskNotReady),
 	}[ref.Kind]
 	what := fmt.Sprintf("the %s %s of spec.dataSource.objectRef", ref.Kind, ref.NamespacedName)
 	if ref.Namespace == "" {
@@ -162,7 +186,7 @@ func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) 
 	}
 	switch {
 	case reason == "":
-		return unsupported("spec.dataSource.objectRef.kind %s is not supported by this version of virtualization-controller yet: ClusterVirtualImage and VirtualImage are", ref.Kind)
+		return unsupported("spec.dataSource.objectRef.kind %s is not supported: ClusterVirtualImage, VirtualImage and VirtualDisk are", ref.Kind)
 	case found == nil:
 		return &Blocker{Reason: reason, Wait: true, Message: what + " does not exist yet: the import starts when it is Ready"}
 	case found.Phase != string(v1alpha2.ImageReady):
@@ -171,7 +195,12 @@ func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) 
 			phase = string(v1alpha2.ImagePending)
 		}
 		return &Blocker{Reason: reason, Wait: true, Message: fmt.Sprintf("%s is %s, not Ready yet: the import starts when it is Ready", what, phase)}
-	case found.Repository == "":
+	case ref.Kind == v1alpha2.VirtualDiskKind && found.Disk == nil:
+		return &Blocker{Reason: reason, Wait: true, Message: what + " has no PersistentVolumeClaim yet"}
+	case found.Disk != nil && len(found.Disk.RunningVMs) > 0:
+		return &Blocker{Reason: string(cvicondition.VirtualDiskAttachedToRunningVM), Wait: true, Message: fmt.Sprintf(
+			"%s is in use by the running virtual machine %s: the import starts once it is stopped, so that the image is consistent", what, strings.Join(found.Disk.RunningVMs, ", "))}
+	case found.Disk == nil && found.Repository == "":
 		return unsupported("%s is not stored in DVCR: only images in DVCR can be a source yet", what)
 	}
 	return nil

@@ -54,7 +54,32 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := image.Decide(tc.short, tc.img, tc.pod); got != tc.want {
+			if got := image.Decide(tc.short, tc.img, tc.pod, nil); got != tc.want {
+				t.Fatalf("Decide = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideExporter(t *testing.T) {
+	ready := func(v *v1alpha2.VirtualImage) { v.Status.Phase, v.Status.ObservedGeneration = v1alpha2.ImageReady, 1 }
+	running := func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }
+	cases := []struct {
+		name          string
+		img           image.Image
+		pod, exporter *corev1.Pod
+		want          image.Step
+	}{
+		{"exporting, no importer yet", viView(), nil, importer("1", running), image.StepStart},
+		{"both running", viView(), importer("1", running), importer("1", running), image.StepWatchProgress},
+		{"exporter of an older image", viView(), nil, importer("0", running), image.StepDeletePod},
+		{"ready, exporter left", viView(ready), nil, importer("1", running), image.StepDeletePod},
+		{"failed, exporter left", viView(func(v *v1alpha2.VirtualImage) { v.Status.Phase, v.Status.ObservedGeneration = v1alpha2.ImageFailed, 1 }), nil, importer("1"), image.StepDeletePod},
+		{"importer ended", viView(), importer("1", exited(`{"reason":"Completed"}`, 0)), importer("1", running), image.StepRecordResult},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := image.Decide("vi", tc.img, tc.pod, tc.exporter); got != tc.want {
 				t.Fatalf("Decide = %s, want %s", got, tc.want)
 			}
 		})
@@ -105,7 +130,13 @@ func TestCheckSource(t *testing.T) {
 			"ImageNotReady", true, "the VirtualImage ns1/base of spec.dataSource.objectRef is Provisioning, not Ready yet"},
 		{"vi source without a phase", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{}}, "ImageNotReady", true, "is Pending, not Ready yet"},
 		{"vi source on a PVC", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{Phase: "Ready"}}, "UnsupportedDataSource", false, "is not stored in DVCR"},
-		{"vd source", viView(fromRef("VirtualDisk")), image.Lookup{}, "UnsupportedDataSource", false, "spec.dataSource.objectRef.kind VirtualDisk is not supported"},
+		{"vd source ready", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Ready", Disk: &image.DiskRef{Claim: "vd-base"}}}, "", false, ""},
+		{"vd source missing", viView(fromRef("VirtualDisk")), image.Lookup{}, "VirtualDiskNotReady", true, "the VirtualDisk ns1/base of spec.dataSource.objectRef does not exist yet"},
+		{"vd source provisioning", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Provisioning"}}, "VirtualDiskNotReady", true, "is Provisioning, not Ready yet"},
+		{"vd source without its claim", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Ready"}}, "VirtualDiskNotReady", true, "has no PersistentVolumeClaim yet"},
+		{"vd source in a running vm", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Ready", Disk: &image.DiskRef{Claim: "vd-base", RunningVMs: []string{"web", "db"}}}},
+			"VirtualDiskAttachedToRunningVM", true, "is in use by the running virtual machine web, db: the import starts once it is stopped"},
+		{"an unknown kind", viView(fromRef("VirtualMachine")), image.Lookup{}, "UnsupportedDataSource", false, "spec.dataSource.objectRef.kind VirtualMachine is not supported: ClusterVirtualImage, VirtualImage and VirtualDisk are"},
 		{"cvi from a vi of a namespace", cviView(func(c *v1alpha2.ClusterVirtualImage) {
 			c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 				ObjectRef: &v1alpha2.ClusterVirtualImageObjectRef{Kind: "VirtualImage", Namespace: "ns2", Name: "base"}}

@@ -119,6 +119,8 @@ func (c PodConfig) SourceSecret(k Kind, img Image, l Lookup) *corev1.Secret {
 		data[keySourceCA] = src.HTTP.CABundle
 	case src.Type == v1alpha2.DataSourceTypeUpload:
 		data[keyUploadToken] = []byte(img.Object.GetAnnotations()[importerpod.AnnotationUploadToken])
+	case len(l.ExportToken) > 0:
+		data[keyExportToken] = l.ExportToken
 	case src.ContainerImage != nil:
 		if len(src.ContainerImage.CABundle) > 0 {
 			data[keySourceCA] = src.ContainerImage.CABundle
@@ -151,6 +153,10 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 		args = append(args, importerpod.Flag(contract.FlagSourceImage, src.ContainerImage.Image))
 	case src.Type == v1alpha2.DataSourceTypeUpload:
 		return append(args, importerpod.UploadArgs(path.Join(sourceDir, keyUploadToken), c.UploadTimeout)...)
+	case l.ExportURL != "": // a VirtualDisk, from its exporter
+		return append(args,
+			importerpod.Flag(contract.FlagSourceURL, l.ExportURL),
+			importerpod.Flag(contract.FlagSourceTokenFile, path.Join(sourceDir, keyExportToken)))
 	case l.Ref != nil: // an image in DVCR, read with the importer's own DVCR credentials
 		return append(args,
 			importerpod.Flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),

@@ -66,6 +66,8 @@ func TestConditionNames(t *testing.T) {
 		{string(cvicondition.ContainerRegistrySecretNotFound), string(vicondition.ContainerRegistrySecretNotFound)},
 		{string(cvicondition.ImageNotReady), string(vicondition.ImageNotReady)},
 		{string(cvicondition.ClusterImageNotReady), string(vicondition.ClusterImageNotReady)},
+		{string(cvicondition.VirtualDiskNotReady), string(vicondition.VirtualDiskNotReady)},
+		{string(cvicondition.VirtualDiskAttachedToRunningVM), string(vicondition.VirtualDiskAttachedToRunningVM)},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {

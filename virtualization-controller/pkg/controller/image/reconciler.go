@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
@@ -101,7 +102,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	step := Decide(r.Kind.Short(), img, pod)
+	exporter, err := r.exporterPod(ctx, r.Client, img)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	step := Decide(r.Kind.Short(), img, pod, exporter)
 	log.FromContext(ctx).V(1).Info("reconcile", "step", step.String(), "phase", img.Status.Phase)
 	switch step {
 	case StepAddFinalizer:
@@ -109,9 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		controllerutil.AddFinalizer(obj, Finalizer(r.Kind.Short()))
 		return ctrl.Result{}, wrap("add finalizer", r.Client.Patch(ctx, obj, patch))
 	case StepCleanup:
-		return ctrl.Result{}, r.cleanup(ctx, img, pod)
+		return ctrl.Result{}, r.cleanup(ctx, img, pod, exporter)
 	case StepDeletePod:
-		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
+		return ctrl.Result{}, r.deleteImporter(ctx, img, pod)
 	case StepStart:
 		return r.start(ctx, obj)
 	case StepWatchProgress:
@@ -139,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.Metrics.Observe(r.Kind.Short(), res, importerresult.Seconds(pod))
-		return ctrl.Result{}, r.deleteImporter(ctx, obj, pod)
+		return ctrl.Result{}, r.deleteImporter(ctx, img, pod)
 	}
 	return ctrl.Result{}, nil
 }
@@ -148,14 +153,11 @@ func (r *Reconciler) repository(obj client.Object) string {
 	return Repository(r.Kind.Short(), client.ObjectKeyFromObject(obj))
 }
 
-// cleanup: the importer goes first, then the image in DVCR (when it may be there), then the
-// finalizer.
-func (r *Reconciler) cleanup(ctx context.Context, img Image, pod *corev1.Pod) error {
+// cleanup: the importer (and exporter) go first, then the image in DVCR (when it may be
+// there), then the finalizer.
+func (r *Reconciler) cleanup(ctx context.Context, img Image, pod, exporter *corev1.Pod) error {
 	obj := img.Object
-	if pod != nil {
-		return r.deleteImporter(ctx, obj, pod)
-	}
-	if err := r.deleteCompanions(ctx, obj); err != nil {
+	if err := r.deleteImporter(ctx, img, pod); err != nil || pod != nil || exporter != nil {
 		return err
 	}
 	if InDVCR(img) {
@@ -180,6 +182,84 @@ func (r *Reconciler) importerPod(ctx context.Context, reader client.Reader, key 
 	return pod, nil
 }
 
+// exporterPod is the exporter of img's VirtualDisk source; nil when there is none, or the
+// source is no disk.
+func (r *Reconciler) exporterPod(ctx context.Context, reader client.Reader, img Image) (*corev1.Pod, error) {
+	ns, ok := exporterNamespace(img)
+	if !ok {
+		return nil, nil
+	}
+	pod := &corev1.Pod{}
+	found, err := get(ctx, reader, types.NamespacedName{Namespace: ns, Name: ExporterName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))}, pod)
+	if !found || err != nil || pod.Labels[LabelImageKind] != r.Kind.Short() {
+		return nil, wrap("exporter pod", err)
+	}
+	return pod, nil
+}
+
+// exporterNamespace is where img's exporter runs: its VirtualDisk source's namespace.
+func exporterNamespace(img Image) (string, bool) {
+	ref := img.Source.Ref
+	if img.Source.Type != v1alpha2.DataSourceTypeObjectRef || ref == nil || ref.Kind != v1alpha2.VirtualDiskKind {
+		return "", false
+	}
+	return ref.Namespace, true
+}
+
+// export makes sure img's exporter serves disk. ready: it does, and l has its URL and token;
+// else a reconcile looks again (the exporter's Pod events also bring one). An exporter that
+// ended (it found no disk in the claim) fails the image with its result.
+func (r *Reconciler) export(ctx context.Context, obj client.Object, img Image, disk DiskRef, l *Lookup) (ready bool, err error) {
+	ns, _ := exporterNamespace(img)
+	secret := &corev1.Secret{}
+	name := ExporterName(r.Kind.Short(), client.ObjectKeyFromObject(obj))
+	found, err := get(ctx, r.APIReader, types.NamespacedName{Namespace: ns, Name: name}, secret)
+	if err != nil {
+		return false, wrap("exporter secret", err)
+	}
+	if found && secret.Labels[LabelImageUID] != string(obj.GetUID()) {
+		return false, r.deleteExporter(ctx, img)
+	}
+	if !found {
+		token, err := r.NewToken()
+		if err != nil {
+			return false, fmt.Errorf("export token: %w", err)
+		}
+		secret = r.Pods.ExporterSecret(r.Kind, img, ns, token)
+		if err := r.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("create exporter secret: %w", err)
+		}
+	}
+	pod := &corev1.Pod{}
+	found, err = get(ctx, r.APIReader, types.NamespacedName{Namespace: ns, Name: name}, pod)
+	switch {
+	case err != nil:
+		return false, wrap("exporter pod", err)
+	case !found:
+		pod = r.Pods.ExporterPod(r.Kind, img, ns, disk)
+		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedCreate", "Export", "Error creating exporter pod %s/%s: %v", ns, name, err)
+			return false, fmt.Errorf("create exporter pod: %w", err)
+		}
+		log.FromContext(ctx).Info("exporter pod created", "pod", ns+"/"+name, "claim", disk.Claim)
+		return false, nil
+	case pod.Labels[LabelImageUID] != string(obj.GetUID()):
+		return false, r.deleteExporter(ctx, img)
+	case importerresult.Done(pod):
+		// Stopped from outside (Completed): it starts again. Failed: so is the image.
+		if res := importerresult.Of(pod); res.Reason != contract.ReasonCompleted {
+			if err := r.setStatus(ctx, obj, ResultStatus(img, res, "", r.now())); err != nil {
+				return false, err
+			}
+		}
+		return false, r.deleteExporter(ctx, img)
+	case pod.Status.PodIP == "" || !importerpod.Ready(pod):
+		return false, nil
+	}
+	l.ExportURL, l.ExportToken = ExportURL(pod), secret.Data[keyExportToken]
+	return true, nil
+}
+
 // start starts the import after the apiserver (not the cache) confirms it is still due and
 // the source can be read; else the image is Pending with what it waits for.
 func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Result, error) {
@@ -193,7 +273,7 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if Decide(r.Kind.Short(), img, pod) != StepStart {
+	if Decide(r.Kind.Short(), img, pod, nil) != StepStart {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	l, err := r.lookup(ctx, img.Source)
@@ -205,7 +285,20 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		if b.Wait {
 			res.RequeueAfter = r.SourceInterval
 		}
+		// An exporter started before the disk was taken into use again goes.
+		if err := r.deleteExporter(ctx, img); err != nil {
+			return ctrl.Result{}, err
+		}
 		return res, r.setStatus(ctx, obj, PendingStatus(img, *b, r.now()))
+	}
+	if l.Ref != nil && l.Ref.Disk != nil {
+		ready, err := r.export(ctx, obj, img, *l.Ref.Disk, &l)
+		if err != nil || !ready {
+			if err == nil && !finished(View(r.Kind, obj)) {
+				err = r.setStatus(ctx, obj, ProvisioningStatus(img, nil, r.now()))
+			}
+			return ctrl.Result{RequeueAfter: r.ProgressInterval}, err
+		}
 	}
 	if img.Source.Type == v1alpha2.DataSourceTypeUpload && obj.GetAnnotations()[importerpod.AnnotationUploadToken] == "" {
 		return ctrl.Result{}, r.addUploadToken(ctx, obj)
@@ -268,6 +361,8 @@ func (r *Reconciler) refState(ctx context.Context, ref ObjectRef) (*RefState, er
 			return nil, err
 		}
 		return &RefState{UID: o.UID, Phase: string(o.Status.Phase), Repository: Repository(ShortCVI, ref.NamespacedName)}, nil
+	case v1alpha2.VirtualDiskKind:
+		return r.diskState(ctx, ref.NamespacedName)
 	case v1alpha2.VirtualImageKind:
 		o := &v1alpha2.VirtualImage{}
 		if found, err := get(ctx, r.Client, ref.NamespacedName, o); !found || err != nil {
@@ -280,6 +375,31 @@ func (r *Reconciler) refState(ctx context.Context, ref ObjectRef) (*RefState, er
 		return s, nil
 	}
 	return nil, nil
+}
+
+// diskState is what the VirtualDisk key looks like as a source: its claim (from the cache, which
+// holds the disks' claims) and the machines that have it mounted.
+func (r *Reconciler) diskState(ctx context.Context, key types.NamespacedName) (*RefState, error) {
+	vd := &v1alpha2.VirtualDisk{}
+	if found, err := get(ctx, r.Client, key, vd); !found || err != nil {
+		return nil, err
+	}
+	s := &RefState{UID: vd.UID, Phase: string(vd.Status.Phase)}
+	claim := &corev1.PersistentVolumeClaim{}
+	name := vd.Status.Target.PersistentVolumeClaimName
+	if name == "" {
+		return s, nil
+	}
+	if found, err := get(ctx, r.Client, types.NamespacedName{Namespace: key.Namespace, Name: name}, claim); !found || err != nil {
+		return s, err
+	}
+	s.Disk = &DiskRef{Claim: name, Block: claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock}
+	for _, vm := range vd.Status.AttachedToVirtualMachines {
+		if vm.Mounted {
+			s.Disk.RunningVMs = append(s.Disk.RunningVMs, vm.Name)
+		}
+	}
+	return s, nil
 }
 
 // get reads key into obj; false when it does not exist.
@@ -324,10 +444,18 @@ func (r *Reconciler) putSecret(ctx context.Context, s *corev1.Secret) error {
 	return wrap("update importer secret", r.Client.Update(ctx, old))
 }
 
-// deleteImporter deletes the importer Pod, its Secret and its Service.
-func (r *Reconciler) deleteImporter(ctx context.Context, obj client.Object, pod *corev1.Pod) error {
+// deleteImporter deletes the importer Pod (when there is one) after its Secret and Service, and
+// the exporter (when there is one).
+func (r *Reconciler) deleteImporter(ctx context.Context, img Image, pod *corev1.Pod) error {
+	obj := img.Object
 	if err := r.deleteCompanions(ctx, obj); err != nil {
 		return err
+	}
+	if err := r.deleteExporter(ctx, img); err != nil {
+		return err
+	}
+	if pod == nil {
+		return nil
 	}
 	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if apierrors.IsNotFound(err) {
@@ -349,6 +477,30 @@ func (r *Reconciler) deleteCompanions(ctx context.Context, obj client.Object) er
 	} {
 		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete importer %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// deleteExporter deletes img's exporter Pod and Secret, read afresh, when they are of img's kind:
+// they are in a user's namespace, where another object may have the name.
+func (r *Reconciler) deleteExporter(ctx context.Context, img Image) error {
+	ns, ok := exporterNamespace(img)
+	if !ok {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: ns, Name: ExporterName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))}
+	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Secret{}} {
+		found, err := get(ctx, r.APIReader, key, o)
+		if err != nil {
+			return err
+		}
+		if !found || o.GetLabels()[LabelImageKind] != r.Kind.Short() {
+			continue
+		}
+		uid := o.GetUID()
+		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete exporter %T %s: %w", o, key, err)
 		}
 	}
 	return nil

@@ -308,18 +308,103 @@ func TestReconcileDeleteWhileImporting(t *testing.T) {
 }
 
 func TestReconcileUnsupportedSource(t *testing.T) {
-	w := newWorld(t, cvi.Kind{}, types.NamespacedName{Name: "tiny"}, cviImage(func(c *v1alpha2.ClusterVirtualImage) {
-		c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
-			ObjectRef: &v1alpha2.ClusterVirtualImageObjectRef{Kind: "VirtualDisk", Namespace: "ns1", Name: "d"}}
+	w := newWorld(t, vi.Kind{}, types.NamespacedName{Namespace: "ns1", Name: "tiny"}, viImage(func(v *v1alpha2.VirtualImage) {
+		v.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+			ObjectRef: &v1alpha2.VirtualImageObjectRef{Kind: "VirtualMachine", Name: "d"}}
 	}))
 	if res := w.reconcile(); res.RequeueAfter != 0 {
 		t.Fatalf("an unsupported source is not looked at again: %v", res)
 	}
 	img := w.image()
-	if img.Status.Phase != v1alpha2.ImagePending || w.pod() != nil || !strings.Contains(condition(img, "DatasourceReady").Message, "spec.dataSource.objectRef.kind VirtualDisk is not supported") {
+	if img.Status.Phase != v1alpha2.ImagePending || w.pod() != nil || !strings.Contains(condition(img, "DatasourceReady").Message, "spec.dataSource.objectRef.kind VirtualMachine is not supported") {
 		t.Fatalf("status %+v", img.Status)
 	}
-	w.event("Normal Pending Phase Pending: the import has not started: spec.dataSource.objectRef.kind VirtualDisk")
+	w.event("Normal Pending Phase Pending: the import has not started: spec.dataSource.objectRef.kind VirtualMachine")
+}
+
+// A ClusterVirtualImage from a VirtualDisk: while a running machine has the disk it waits; then
+// an exporter next to the claim serves it and the importer reads it with the exporter's token;
+// the exporter goes with the importer.
+func TestReconcileFromVirtualDisk(t *testing.T) {
+	for _, block := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Filesystem", true: "Block"}[block], func(t *testing.T) {
+			mode := corev1.PersistentVolumeFilesystem
+			if block {
+				mode = corev1.PersistentVolumeBlock
+			}
+			vd := &v1alpha2.VirtualDisk{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "base", UID: "vd-uid"},
+				Status: v1alpha2.VirtualDiskStatus{Phase: v1alpha2.DiskReady, Target: v1alpha2.DiskTarget{PersistentVolumeClaimName: "vd-base-1"},
+					AttachedToVirtualMachines: []v1alpha2.AttachedVirtualMachine{{Name: "web", Mounted: true}}}}
+			claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "vd-base-1"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: &mode}}
+			w := newWorld(t, cvi.Kind{}, types.NamespacedName{Name: "tiny"}, vd, claim, cviImage(func(c *v1alpha2.ClusterVirtualImage) {
+				c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+					ObjectRef: &v1alpha2.ClusterVirtualImageObjectRef{Kind: "VirtualDisk", Namespace: "ns1", Name: "base"}}
+			}))
+			exporterKey := client.ObjectKey{Namespace: "ns1", Name: "cvi-exporter-tiny"}
+			exporter := func() *corev1.Pod {
+				p := &corev1.Pod{}
+				if err := w.c.Get(context.Background(), exporterKey, p); err != nil {
+					return nil
+				}
+				return p
+			}
+			if res := w.reconcile(); res.RequeueAfter != 5*time.Second || w.image().Status.Phase != v1alpha2.ImagePending || exporter() != nil {
+				t.Fatalf("in use by a running machine: %v %+v", res, w.image().Status)
+			}
+			if c := condition(w.image(), "DatasourceReady"); c.Reason != "VirtualDiskAttachedToRunningVM" || !strings.Contains(c.Message, "the running virtual machine web") {
+				t.Fatalf("condition %+v", c)
+			}
+			w.event("Normal Pending")
+
+			vd.Status.AttachedToVirtualMachines[0].Mounted = false // the machine stopped
+			if err := w.c.Update(context.Background(), vd); err != nil {
+				t.Fatal(err)
+			}
+			w.reconcile()
+			p := exporter()
+			if p == nil || w.pod() != nil || w.image().Status.Phase != v1alpha2.ImageProvisioning {
+				t.Fatalf("exporter %v, importer %v, phase %s", p != nil, w.pod() != nil, w.image().Status.Phase)
+			}
+			if p.OwnerReferences[0].Kind != "ClusterVirtualImage" || p.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != "vd-base-1" {
+				t.Fatalf("exporter %+v", p)
+			}
+			wantFile := "--export-file=/source/disk.img"
+			if block {
+				wantFile = "--export-file=/dev/source"
+			}
+			if !strings.Contains(strings.Join(p.Spec.Containers[0].Args, " "), wantFile) {
+				t.Fatalf("exporter args %v", p.Spec.Containers[0].Args)
+			}
+			w.reconcile() // not ready yet: no importer
+			if w.pod() != nil {
+				t.Fatal("importer before the exporter is ready")
+			}
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.2.3", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+			if err := w.c.Status().Update(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			w.reconcile()
+			pod := w.pod()
+			if pod == nil {
+				t.Fatal("no importer")
+			}
+			args := strings.Join(pod.Spec.Containers[0].Args, " ")
+			if !strings.Contains(args, "--source-url=http://10.1.2.3:8090/export --source-token-file=/etc/importer/source/export-token") {
+				t.Fatalf("importer args %s", args)
+			}
+			if got := string(w.secret().Data["export-token"]); got != "t0ken" {
+				t.Fatalf("importer's token %q", got)
+			}
+			w.finish(`{"reason":"Completed","format":"raw","unpackedSize":1048576,"storedSize":1000}`, 0)
+			w.reconcile()
+			if w.image().Status.Phase != v1alpha2.ImageReady || w.pod() != nil || exporter() != nil {
+				t.Fatalf("phase %s, importer %v, exporter %v", w.image().Status.Phase, w.pod() != nil, exporter() != nil)
+			}
+			if err := w.c.Get(context.Background(), exporterKey, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("exporter secret: %v", err)
+			}
+		})
+	}
 }
 
 // An Upload source: a token, the uploader Pod with its Secret and Service, WaitForUserUpload
