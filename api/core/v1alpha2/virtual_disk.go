@@ -67,17 +67,17 @@ type VirtualDiskDataSource struct {
 	// ContainerImage is the registry image to pull, for type ContainerImage.
 	// +optional
 	ContainerImage *DataSourceContainerImage `json:"containerImage,omitempty"`
-	// ObjectRef is the image to copy, for type ObjectRef.
+	// ObjectRef is the image or disk to copy, for type ObjectRef.
 	// +optional
 	ObjectRef *VirtualDiskObjectRef `json:"objectRef,omitempty"`
 }
 
 // VirtualDiskObjectRef names the image a disk is made from.
 type VirtualDiskObjectRef struct {
-	// Kind of the image: ClusterVirtualImage, or VirtualImage of the disk's namespace.
-	// +kubebuilder:validation:Enum=ClusterVirtualImage;VirtualImage
+	// Kind of the source: ClusterVirtualImage, or a VirtualImage or VirtualDisk of the disk's namespace (a VirtualDisk is copied; no running virtual machine may have it mounted).
+	// +kubebuilder:validation:Enum=ClusterVirtualImage;VirtualImage;VirtualDisk
 	Kind string `json:"kind"`
-	// Name of the image.
+	// Name of the source.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`

@@ -44,7 +44,7 @@ func TestVirtualDisk(t *testing.T) {
 	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
 	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
 	t.Run("SizedBySource", func(t *testing.T) { testSizedBySource(t, st) })
-	t.Run("ImageFromDisk", func(t *testing.T) { testImageFromDisk(t, st) })
+	t.Run("ImageAndDiskFromDisk", func(t *testing.T) { testImageFromDisk(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -215,7 +215,8 @@ func testFromImage(t *testing.T, st *stack, kind string) {
 
 // testImageFromDisk: a VirtualImage made from a VirtualDisk (its claim read by an exporter Pod
 // next to it, pushed into DVCR by an importer in the module's namespace), then a disk made from
-// that image holds the first disk's content; no exporter is left.
+// that image holds the first disk's content, as does a disk copied from the first one (its
+// importer mounts both claims); nothing of the imports is left.
 func testImageFromDisk(t *testing.T, st *stack) {
 	ctx := longContext(t)
 	ns := st.namespace(t, fmt.Sprintf("vi-from-vd-%d", os.Getpid()))
@@ -243,6 +244,16 @@ func testImageFromDisk(t *testing.T, st *stack) {
 	copied, _ := st.createReady(t, ctx, newDisk(ns, "copy", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: vi.Name}}, "64Mi", ""))
 	st.compareDisk(t, ctx, ns, copied.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+
+	// A disk copied from the disk: its size by default, its content.
+	clone := newDisk(ns, "clone", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "source"}}, "64Mi", "")
+	clone.Spec.PersistentVolumeClaim.Size = nil
+	cloned, pvc := st.createReady(t, ctx, clone)
+	if request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; request.String() != "64Mi" {
+		t.Fatalf("the clone's claim requests %s", request.String())
+	}
+	st.compareDisk(t, ctx, ns, cloned.Status.Target.PersistentVolumeClaimName, st.guestDisk)
 	st.nothingLeft(t, ns, "no exporter or importer left")
 }
 

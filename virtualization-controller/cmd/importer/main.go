@@ -39,7 +39,7 @@ import (
 
 type options struct {
 	sourceURL, sourceImage, sourceCA, sourceAuth string
-	sourceTokenFile                              string
+	sourceTokenFile, sourceFile                  string
 	exportFile, exportAddress, exportTokenFile   string
 	uploadAddress, uploadTokenFile               string
 	uploadTimeout                                time.Duration
@@ -60,6 +60,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.sourceImage, contract.FlagSourceImage, "", "container-disk image to read the disk/ file of")
 	fs.StringVar(&o.sourceCA, contract.FlagSourceCABundle, "", "PEM file of CAs trusted for the source")
 	fs.StringVar(&o.sourceAuth, contract.FlagSourceAuthFile, "", ".dockerconfigjson file for the source image")
+	fs.StringVar(&o.sourceFile, contract.FlagSourceFile, "", "disk file or block device to read (raw)")
 	fs.StringVar(&o.sourceTokenFile, contract.FlagSourceTokenFile, "", "file with the bearer token for the source URL's requests")
 	fs.StringVar(&o.exportFile, contract.FlagExportFile, "", "serve this disk file or block device to an importer instead of importing")
 	fs.StringVar(&o.exportAddress, contract.FlagExportAddress, ":8090", "address the export is served at ("+contract.ExportPath+")")
@@ -99,7 +100,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 		return o, envErr
 	}
 	if o.exportFile != "" {
-		if countSet(o.sourceURL, o.sourceImage, o.uploadAddress, o.destImage, o.destFile) > 0 || o.inspect {
+		if countSet(o.sourceURL, o.sourceImage, o.sourceFile, o.uploadAddress, o.destImage, o.destFile) > 0 || o.inspect {
 			return o, fmt.Errorf("--%s takes no source, destination or --%s", contract.FlagExportFile, contract.FlagInspect)
 		}
 		if o.exportTokenFile == "" {
@@ -110,8 +111,8 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	if o.sourceTokenFile != "" && o.sourceURL == "" {
 		return o, fmt.Errorf("--%s goes with --%s", contract.FlagSourceTokenFile, contract.FlagSourceURL)
 	}
-	if n := countSet(o.sourceURL, o.sourceImage, o.uploadAddress); n != 1 {
-		return o, fmt.Errorf("give exactly one of --%s, --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage, contract.FlagSourceUploadAddress)
+	if n := countSet(o.sourceURL, o.sourceImage, o.sourceFile, o.uploadAddress); n != 1 {
+		return o, fmt.Errorf("give exactly one of --%s, --%s, --%s and --%s", contract.FlagSourceURL, contract.FlagSourceImage, contract.FlagSourceFile, contract.FlagSourceUploadAddress)
 	}
 	if (o.uploadAddress == "") != (o.uploadTokenFile == "") {
 		return o, fmt.Errorf("--%s goes with --%s", contract.FlagSourceUploadAddress, contract.FlagUploadTokenFile)
@@ -240,6 +241,8 @@ func newSource(o options, backoff source.Backoff, log *slog.Logger) (importer.So
 			return nil, err
 		}
 		return &source.HTTP{URL: o.sourceURL, Token: token, Client: &http.Client{Transport: tr}, Backoff: backoff, Sleep: source.RealSleep, Log: log}, nil
+	case o.sourceFile != "":
+		return &source.File{Path: o.sourceFile}, nil
 	case o.uploadAddress != "":
 		token, err := readToken(o.uploadTokenFile)
 		if err != nil {

@@ -66,7 +66,7 @@ func TestParseInspect(t *testing.T) {
 	}
 }
 
-func TestParseExportAndSourceToken(t *testing.T) {
+func TestParseSourcesAndExport(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -74,6 +74,8 @@ func TestParseExportAndSourceToken(t *testing.T) {
 	}{
 		{name: "an export", args: []string{"--export-file=/source/disk.img", "--export-token-file=/t"}},
 		{name: "a URL with a token", args: []string{"--source-url=http://10.0.0.1:8090/export", "--source-token-file=/t", "--destination-image=dvcr/vi/a:latest"}},
+		{name: "a file", args: []string{"--source-file=/source/disk.img", "--destination-file=/data/disk.img"}},
+		{name: "a file and a URL", args: []string{"--source-file=/source/disk.img", "--source-url=http://x/d", "--destination-file=/data/disk.img"}, err: "give exactly one of --source-url, --source-image, --source-file and --source-upload-address"},
 		{name: "an export without a token", args: []string{"--export-file=/dev/source"}, err: "--export-file goes with --export-token-file"},
 		{name: "an export with a source", args: []string{"--export-file=/d", "--export-token-file=/t", "--source-url=http://x/d"}, err: "--export-file takes no source, destination or --inspect"},
 		{name: "an export with a destination", args: []string{"--export-file=/d", "--export-token-file=/t", "--destination-file=/data/disk.img"}, err: "--export-file takes no source"},

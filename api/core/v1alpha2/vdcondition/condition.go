@@ -32,6 +32,11 @@ const (
 	ClusterImageNotReady            DatasourceReadyReason = "ClusterImageNotReady"
 	ImageNotFound                   DatasourceReadyReason = "ImageNotFound"
 	ClusterImageNotFound            DatasourceReadyReason = "ClusterImageNotFound"
+	// VirtualDiskNotFound, VirtualDiskNotReady: the source VirtualDisk is not there, or not Ready.
+	VirtualDiskNotFound DatasourceReadyReason = "VirtualDiskNotFound"
+	VirtualDiskNotReady DatasourceReadyReason = "VirtualDiskNotReady"
+	// VirtualDiskAttachedToRunningVM: a running virtual machine has the source VirtualDisk mounted; the copy starts once it stops.
+	VirtualDiskAttachedToRunningVM DatasourceReadyReason = "VirtualDiskAttachedToRunningVM"
 )
 
 // ReadyReason is a reason of the Ready condition.

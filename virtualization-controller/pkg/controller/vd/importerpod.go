@@ -37,6 +37,10 @@ const (
 	diskDir = "/data"
 	// DevicePath is where a Block claim appears in the importer's container.
 	DevicePath = "/dev/d8v-disk"
+	// A source disk's claim: a Filesystem one mounted read-only at sourceDiskDir, a Block one at
+	// sourceDevicePath.
+	sourceDiskDir    = "/source"
+	sourceDevicePath = "/dev/d8v-source"
 	secretDir  = "/etc/importer/source"
 	pullDir    = "/etc/importer/pull"
 	scratchDir = "/scratch"
@@ -136,6 +140,18 @@ func (c PodConfig) addSource(container *corev1.Container, volumes []corev1.Volum
 		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
 	case src.URL != "":
 		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceURL, src.URL))
+	case src.Disk != nil:
+		file := path.Join(sourceDiskDir, "disk.img")
+		if src.Disk.Block {
+			file = sourceDevicePath
+			container.VolumeDevices = append(container.VolumeDevices, corev1.VolumeDevice{Name: "source-disk", DevicePath: sourceDevicePath})
+		} else {
+			container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "source-disk", MountPath: sourceDiskDir, ReadOnly: true})
+		}
+		volumes = append(volumes, corev1.Volume{Name: "source-disk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: src.Disk.Claim, ReadOnly: !src.Disk.Block,
+		}}})
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceFile, file))
 	default:
 		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceImage, src.Image))
 	}

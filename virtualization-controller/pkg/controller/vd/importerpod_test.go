@@ -58,6 +58,12 @@ func TestImporterPod(t *testing.T) {
 			secret: ImporterSecret(uploadDisk, &Source{Upload: true}, DVCRCredentials{}),
 			args:   []string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s", "--destination-file=" + DevicePath},
 			mounts: []string{"/scratch", "/etc/importer/source"}, devices: []string{DevicePath}},
+		{name: "a Filesystem disk's copy", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("64Mi"), Source: &Source{Disk: readyDisk}},
+			args:   []string{"--source-file=/source/disk.img", "--destination-file=/data/disk.img", "--capacity=67108864"},
+			mounts: []string{"/scratch", "/data", "/source"}},
+		{name: "a Block disk's copy into a device", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("64Mi"), Source: &Source{Disk: &SourceDisk{Claim: "vd-base-x", Block: true}}},
+			args:   []string{"--source-file=/dev/d8v-source", "--destination-file=" + DevicePath},
+			mounts: []string{"/scratch"}, devices: []string{DevicePath, "/dev/d8v-source"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +106,12 @@ func TestImporterPod(t *testing.T) {
 			}
 			if pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "vd-tiny-uid-1" {
 				t.Errorf("volumes %+v", pod.Spec.Volumes)
+			}
+			if src := tc.plan.Source.Disk; src != nil {
+				v := pod.Spec.Volumes[len(pod.Spec.Volumes)-1]
+				if v.Name != "source-disk" || v.PersistentVolumeClaim.ClaimName != src.Claim || v.PersistentVolumeClaim.ReadOnly == src.Block {
+					t.Errorf("the source disk's volume %+v", v)
+				}
 			}
 		})
 	}

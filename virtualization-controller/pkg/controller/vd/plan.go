@@ -44,11 +44,25 @@ type Image struct {
 	CDROM         bool
 }
 
+// SourceDisk is what a disk copied from another VirtualDisk (its objectRef) needs to know of it.
+type SourceDisk struct {
+	Phase v1alpha2.DiskPhase
+	// Claim is its PersistentVolumeClaim, "" while it has none; Block: the claim is a Block volume.
+	Claim string
+	Block bool
+	// SizeBytes is its size: the least the copy must hold.
+	SizeBytes int64
+	// RunningVMs are the virtual machines that have it mounted now.
+	RunningVMs []string
+}
+
 // Deps are the objects a new disk's plan depends on, as the reconciler found them.
 type Deps struct {
 	StorageClasses []storagev1.StorageClass
 	// Image is the objectRef's image; nil when it does not exist.
 	Image *Image
+	// Disk is the objectRef's VirtualDisk; nil when it does not exist.
+	Disk *SourceDisk
 	// PullSecretFound: the containerImage's imagePullSecret exists.
 	PullSecretFound bool
 }
@@ -69,8 +83,11 @@ type Plan struct {
 	Source *Source
 }
 
-// Source is what an importer Pod reads: a URL, an image, or the user's upload (one of them).
+// Source is what an importer Pod reads: a URL, an image, another disk's claim, or the user's
+// upload (one of them).
 type Source struct {
+	// Disk is a VirtualDisk of the same namespace: the importer mounts its claim and copies it.
+	Disk *SourceDisk
 	// Upload: the importer is an uploader; it takes the user's `curl -T` with the disk's token.
 	Upload   bool
 	URL      string
@@ -155,6 +172,13 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 			}
 			plan.Source.PullSecret = ci.ImagePullSecret.Name
 		}
+	case ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef.Kind == v1alpha2.VirtualDiskKind:
+		disk, problem := objectRefDisk(vd, deps.Disk)
+		if problem != nil {
+			return Plan{}, problem
+		}
+		plan.Source = &Source{Disk: disk}
+		unpacked = disk.SizeBytes
 	case ds.Type == v1alpha2.DataSourceTypeObjectRef:
 		img, problem := objectRefImage(vd, deps.Image)
 		if problem != nil {
@@ -172,7 +196,7 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	switch {
 	case size != nil && unpacked > 0 && size.Value() < unpacked:
 		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningFailed),
-			"spec.persistentVolumeClaim.size %s is smaller than the image's unpacked size %s: make it at least %s", size.String(), humansize.Format(unpacked), humansize.Format(unpacked))
+			"spec.persistentVolumeClaim.size %s is smaller than the source's size %s: make it at least %s", size.String(), humansize.Format(unpacked), humansize.Format(unpacked))
 	case size != nil:
 		plan.Size = *size
 	case unpacked > 0:
@@ -242,6 +266,30 @@ func objectRefImage(vd *v1alpha2.VirtualDisk, img *Image) (*Image, *Problem) {
 		return nil, pending(vdcondition.DatasourceReadyType, "UnsupportedDataSource", "spec.dataSource.objectRef: %s is kept on a PersistentVolumeClaim, which this version of virtualization-controller cannot copy yet: use an image with storage ContainerRegistry", what)
 	}
 	return img, nil
+}
+
+// objectRefDisk checks the VirtualDisk an objectRef names: it must exist, be another disk, be
+// Ready with its claim, and no running machine may have it mounted (the copy would not be
+// consistent).
+func objectRefDisk(vd *v1alpha2.VirtualDisk, d *SourceDisk) (*SourceDisk, *Problem) {
+	name := vd.Spec.DataSource.ObjectRef.Name
+	what := fmt.Sprintf("VirtualDisk %s/%s", vd.Namespace, name)
+	switch {
+	case name == vd.Name:
+		return nil, failed(vdcondition.DatasourceReadyType, string(vdcondition.VirtualDiskNotFound), "spec.dataSource.objectRef: a disk cannot be copied from itself: name another VirtualDisk")
+	case d == nil:
+		return nil, pending(vdcondition.DatasourceReadyType, string(vdcondition.VirtualDiskNotFound), "spec.dataSource.objectRef: %s not found: the disk waits for it", what)
+	case d.Phase != v1alpha2.DiskReady || d.Claim == "":
+		phase := d.Phase
+		if phase == "" {
+			phase = v1alpha2.DiskPending
+		}
+		return nil, pending(vdcondition.DatasourceReadyType, string(vdcondition.VirtualDiskNotReady), "spec.dataSource.objectRef: %s is %s, not Ready: the disk waits for it", what, phase)
+	case len(d.RunningVMs) > 0:
+		return nil, pending(vdcondition.DatasourceReadyType, string(vdcondition.VirtualDiskAttachedToRunningVM),
+			"spec.dataSource.objectRef: %s is in use by the running virtual machine %s: the copy starts once it is stopped, so that it is consistent", what, strings.Join(d.RunningVMs, ", "))
+	}
+	return d, nil
 }
 
 func phaseOr(p v1alpha2.ImagePhase) v1alpha2.ImagePhase {

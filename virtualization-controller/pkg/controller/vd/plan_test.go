@@ -48,6 +48,8 @@ var (
 	viSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: "tiny"}}
 	ciSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "reg/disk:1", ImagePullSecret: &v1alpha2.ImagePullSecret{Name: "pull"}}}
 	uploadSource = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}
+	vdSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "base"}}
+	readyDisk    = &SourceDisk{Phase: v1alpha2.DiskReady, Claim: "vd-base-x", SizeBytes: 64 << 20}
 	readyImage   = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
 )
 
@@ -101,7 +103,23 @@ func TestMakePlan(t *testing.T) {
 			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
 				Source: &Source{URL: "http://srv/tiny.qcow2", Checksum: httpSource.HTTP.Checksum}}},
 		{name: "smaller than the image", vd: disk(cviSource, "10Mi", ""), deps: Deps{StorageClasses: local, Image: readyImage},
-			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the image's unpacked size 25.0Mi"}},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the source's size 25.0Mi"}},
+		{name: "a copy of a disk, its size", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local, Disk: readyDisk},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("64Mi"),
+				Source: &Source{Disk: readyDisk}}},
+		{name: "a copy of a disk, larger", vd: disk(vdSource, "1Gi", "block"), deps: Deps{StorageClasses: local, Disk: readyDisk},
+			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
+				Source: &Source{Disk: readyDisk}}},
+		{name: "a copy of a disk, smaller", vd: disk(vdSource, "10Mi", ""), deps: Deps{StorageClasses: local, Disk: readyDisk},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the source's size 64.0Mi"}},
+		{name: "a copy of a missing disk", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.VirtualDiskNotFound), Message: "VirtualDisk ns/base not found"}},
+		{name: "a copy of a disk being provisioned", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local, Disk: &SourceDisk{Phase: v1alpha2.DiskProvisioning, Claim: "c"}},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.VirtualDiskNotReady), Message: "VirtualDisk ns/base is Provisioning, not Ready"}},
+		{name: "a copy of a disk in a running machine", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local, Disk: &SourceDisk{Phase: v1alpha2.DiskReady, Claim: "c", RunningVMs: []string{"web"}}},
+			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.VirtualDiskAttachedToRunningVM), Message: "is in use by the running virtual machine web: the copy starts once it is stopped"}},
+		{name: "a copy of itself", vd: disk(&v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "tiny"}}, "", ""), deps: Deps{StorageClasses: local},
+			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.DatasourceReadyType, Message: "a disk cannot be copied from itself"}},
 		{name: "cvi not there yet", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.DatasourceReadyType, Reason: string(vdcondition.ClusterImageNotFound), Message: "ClusterVirtualImage tiny not found"}},
 		{name: "vi not ready", vd: disk(viSource, "", ""), deps: Deps{StorageClasses: local, Image: &Image{Phase: v1alpha2.ImageProvisioning}},

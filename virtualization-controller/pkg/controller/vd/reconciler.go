@@ -237,6 +237,12 @@ func (r *Reconciler) deps(ctx context.Context, vd *v1alpha2.VirtualDisk) (Deps, 
 			return d, fmt.Errorf("get image pull secret: %w", err)
 		}
 		d.PullSecretFound = err == nil
+	case ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef.Kind == v1alpha2.VirtualDiskKind:
+		disk, err := r.sourceDisk(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ds.ObjectRef.Name})
+		if err != nil {
+			return d, err
+		}
+		d.Disk = disk
 	case ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef.Kind == v1alpha2.ClusterVirtualImageKind:
 		cvi := &v1alpha2.ClusterVirtualImage{}
 		if err := r.client.Get(ctx, types.NamespacedName{Name: ds.ObjectRef.Name}, cvi); err == nil {
@@ -252,6 +258,39 @@ func (r *Reconciler) deps(ctx context.Context, vd *v1alpha2.VirtualDisk) (Deps, 
 			return d, fmt.Errorf("get virtual image: %w", err)
 		}
 	}
+	return d, nil
+}
+
+// sourceDisk is the VirtualDisk key as a copy's source: its claim (from the cache, which holds
+// the disks' claims), its size and the machines that have it mounted; nil when it does not exist.
+func (r *Reconciler) sourceDisk(ctx context.Context, key types.NamespacedName) (*SourceDisk, error) {
+	src := &v1alpha2.VirtualDisk{}
+	if err := r.client.Get(ctx, key, src); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("get source virtual disk: %w", err)
+	}
+	d := &SourceDisk{Phase: src.Status.Phase}
+	for _, vm := range src.Status.AttachedToVirtualMachines {
+		if vm.Mounted {
+			d.RunningVMs = append(d.RunningVMs, vm.Name)
+		}
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	name := src.Status.Target.PersistentVolumeClaimName
+	if name == "" {
+		return d, nil
+	}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, pvc); apierrors.IsNotFound(err) {
+		return d, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("get source claim: %w", err)
+	}
+	d.Claim = name
+	d.Block = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
+	// A disk is its claim's request (grown with it; its disk.img may grow only at the next start).
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	d.SizeBytes = size.Value()
 	return d, nil
 }
 

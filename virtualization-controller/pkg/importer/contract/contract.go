@@ -18,9 +18,11 @@ import (
 const (
 	EnvPrefix = "D8V_IMPORTER_"
 
-	// The source: exactly one of FlagSourceURL, FlagSourceImage and FlagSourceUploadAddress.
+	// The source: exactly one of FlagSourceURL, FlagSourceImage, FlagSourceFile and
+	// FlagSourceUploadAddress.
 	FlagSourceURL      = "source-url"       // http:// or https:// URL of a disk image, maybe gz or xz
 	FlagSourceImage    = "source-image"     // a container-disk image reference: the file under disk/ is the disk
+	FlagSourceFile     = "source-file"      // a disk file or block device in the Pod (another disk's claim)
 	FlagSourceCABundle = "source-ca-bundle" // file: PEM CAs trusted for the source (added to the system's)
 	FlagSourceAuthFile = "source-auth-file" // file: a .dockerconfigjson for FlagSourceImage (an imagePullSecret)
 	// FlagSourceUploadAddress is where the importer waits for a user's upload: a PUT or POST to
