@@ -13,6 +13,18 @@ const (
 	TypeVirtualMachineReady Type = "VirtualMachineReady"
 	// TypeAttached: the guest has the disk.
 	TypeAttached Type = "Attached"
+	// TypeDiskAttachmentCapacityAvailable: the machine has room for one more block device
+	// (the reference spells the type with its "Type" suffix).
+	TypeDiskAttachmentCapacityAvailable Type = "DiskAttachmentCapacityAvailableType"
+)
+
+// DiskAttachmentCapacityAvailableReason is a reason of the DiskAttachmentCapacityAvailable condition.
+type DiskAttachmentCapacityAvailableReason string
+
+// The DiskAttachmentCapacityAvailable reasons.
+const (
+	ReasonCapacityAvailable DiskAttachmentCapacityAvailableReason = "CapacityAvailable"
+	ReasonCapacityReached   DiskAttachmentCapacityAvailableReason = "CapacityReached"
 )
 
 // BlockDeviceReadyReason is a reason of the BlockDeviceReady condition.

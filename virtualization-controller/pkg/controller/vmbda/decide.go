@@ -17,6 +17,10 @@ import (
 // Finalizer keeps an attachment until its disk is unplugged from the guest.
 const Finalizer = "virtualization.deckhouse.io/vmbda-cleanup"
 
+// DeviceLimit is the most block devices a machine has, those of its spec and those attachments
+// plug in together (the reference module's limit).
+const DeviceLimit = 16
+
 // Inputs are what a decision is made from, read afresh each reconcile.
 type Inputs struct {
 	VMBDA *v1alpha2.VirtualMachineBlockDeviceAttachment
@@ -28,7 +32,7 @@ type Inputs struct {
 	Disk *v1alpha2.VirtualDisk
 	// SpecUsers are the VirtualMachines of the namespace whose spec.blockDeviceRefs name the disk.
 	SpecUsers []string
-	// Others are the namespace's other attachments of the same device.
+	// Others are the namespace's attachments (of any device and machine).
 	Others []v1alpha2.VirtualMachineBlockDeviceAttachment
 	Now    metav1.Time
 }
@@ -115,6 +119,16 @@ func Decide(in Inputs) Decision {
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonConflict), msg)
 		return d
 	}
+	used := 0
+	if in.VM != nil {
+		used = devicesBesides(a, in.VM, in.Others)
+		room := used < DeviceLimit || hp.inSpec
+		msg := fmt.Sprintf("VirtualMachine %s has %d other block devices of at most %d", a.Spec.VirtualMachineName, used, DeviceLimit)
+		if !room {
+			msg = fmt.Sprintf("VirtualMachine %s already has %d block devices, the most it can have: detach one (or remove it from spec.blockDeviceRefs) and the disk is plugged in", a.Spec.VirtualMachineName, used)
+		}
+		set(vmbdacondition.TypeDiskAttachmentCapacityAvailable, room, reasonBool(room, string(vmbdacondition.ReasonCapacityAvailable), string(vmbdacondition.ReasonCapacityReached)), msg)
+	}
 	switch {
 	case a.Spec.BlockDeviceRef.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
@@ -129,6 +143,10 @@ func Decide(in Inputs) Decision {
 			msg = diskMsg
 		}
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), msg+"; the disk is plugged in once both are ready")
+		return d
+	case !hp.inSpec && used >= DeviceLimit:
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhasePending
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), "virtual machine block device capacity reached")
 		return d
 	case !hp.inSpec:
 		d.Action = ActionAttach
@@ -252,6 +270,23 @@ func conflict(a *v1alpha2.VirtualMachineBlockDeviceAttachment, specUsers []strin
 			ref.Kind, ref.Name, o.Spec.VirtualMachineName, o.Name)
 	}
 	return ""
+}
+
+// devicesBesides counts the block devices machine has besides a's: those of its spec and those
+// its other attachments plug in (plugged in or on the way, or older than a and not failed: the
+// first come are served first).
+func devicesBesides(a *v1alpha2.VirtualMachineBlockDeviceAttachment, machine *v1alpha2.VirtualMachine, others []v1alpha2.VirtualMachineBlockDeviceAttachment) int {
+	n := len(machine.Spec.BlockDeviceRefs)
+	for i := range others {
+		o := &others[i]
+		if o.UID == a.UID || o.Spec.VirtualMachineName != a.Spec.VirtualMachineName || o.DeletionTimestamp != nil || o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseFailed {
+			continue
+		}
+		if o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseAttached || o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseInProgress || older(o, a) {
+			n++
+		}
+	}
+	return n
 }
 
 // older: o was created before a (the name breaks a tie).

@@ -12,6 +12,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmbdacondition"
+	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
 )
 
 var (
@@ -80,6 +81,24 @@ func TestDecide(t *testing.T) {
 	wffc.Status.Phase = v1alpha2.DiskWaitForFirstConsumer
 	notReady := readyDisk("data")
 	notReady.Status.Phase = v1alpha2.DiskProvisioning
+	// full has 14 devices in its spec; two attachments (one plugged in, one older) fill it.
+	full := runningVM()
+	for i := range 14 {
+		full.Spec.BlockDeviceRefs = append(full.Spec.BlockDeviceRefs, v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualDisk, Name: string(rune('a' + i))})
+	}
+	plugged := attachment("plugged", "p", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.CreationTimestamp = metav1.NewTime(t0.Add(time.Hour))
+		a.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseAttached
+	})
+	waiting := attachment("waiting", "w", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+		a.Status.Phase = v1alpha2.BlockDeviceAttachmentPhasePending
+	})
+	younger := waiting.DeepCopy()
+	younger.CreationTimestamp = metav1.NewTime(t0.Add(time.Hour))
+	elsewhere := attachment("elsewhere", "x", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.Spec.VirtualMachineName, a.Status.Phase = "other-vm", v1alpha2.BlockDeviceAttachmentPhaseAttached
+	})
 	cases := []struct {
 		name   string
 		in     Inputs
@@ -108,6 +127,15 @@ func TestDecide(t *testing.T) {
 		{name: "the volume is ready: Attached",
 			in:     Inputs{VMBDA: attachment("a", "data"), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data")},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseAttached, reason: "Attached", message: "as sda"},
+		{name: "room for one more",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: full, VMI: vmi("data", "", ""), Disk: readyDisk("data"), Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*plugged, *younger, *elsewhere}},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, cond: vmbdacondition.TypeDiskAttachmentCapacityAvailable, reason: "CapacityAvailable", message: "has 15 other block devices of at most 16"},
+		{name: "the VM is full",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: full, VMI: vmi("data", "", ""), Disk: readyDisk("data"), Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*plugged, *waiting}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeDiskAttachmentCapacityAvailable, reason: "CapacityReached", message: "already has 16 block devices, the most it can have: detach one"},
+		{name: "the VM is full, the disk already plugged in stays",
+			in:     Inputs{VMBDA: attachment("a", "data"), VM: full, VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data"), Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*plugged, *waiting}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseAttached, reason: "Attached"},
 		{name: "the VM is not found",
 			in:     Inputs{VMBDA: attachment("a", "data"), Disk: readyDisk("data")},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeVirtualMachineReady, reason: "VirtualMachineNotReady", message: "VirtualMachine vm not found"},
