@@ -220,7 +220,7 @@ func testFromImage(t *testing.T, st *stack, kind string) {
 func testImageFromDisk(t *testing.T, st *stack) {
 	ctx := longContext(t)
 	ns := st.namespace(t, fmt.Sprintf("vi-from-vd-%d", os.Getpid()))
-	st.createReady(t, ctx, newDisk(ns, "source", st.httpSource(st.guestSHA256), "64Mi", ""))
+	source, _ := st.createReady(t, ctx, newDisk(ns, "source", st.httpSource(st.guestSHA256), "64Mi", ""))
 	vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-disk"}}
 	vi.Spec.Storage = v1alpha2.StorageContainerRegistry
 	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
@@ -244,14 +244,17 @@ func testImageFromDisk(t *testing.T, st *stack) {
 	copied, _ := st.createReady(t, ctx, newDisk(ns, "copy", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: vi.Name}}, "64Mi", ""))
 	st.compareDisk(t, ctx, ns, copied.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+	if copied.Status.SourceUID == nil || *copied.Status.SourceUID != vi.UID {
+		t.Fatalf("the copy's sourceUID %v, the image's UID %s", copied.Status.SourceUID, vi.UID)
+	}
 
 	// A disk copied from the disk: its size by default, its content.
 	clone := newDisk(ns, "clone", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "source"}}, "64Mi", "")
 	clone.Spec.PersistentVolumeClaim.Size = nil
 	cloned, pvc := st.createReady(t, ctx, clone)
-	if request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; request.String() != "64Mi" {
-		t.Fatalf("the clone's claim requests %s", request.String())
+	if request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; request.String() != "64Mi" || cloned.Status.SourceUID == nil || *cloned.Status.SourceUID != source.UID {
+		t.Fatalf("the clone's claim requests %s, its sourceUID %v (the source's UID %s)", request.String(), cloned.Status.SourceUID, source.UID)
 	}
 	st.compareDisk(t, ctx, ns, cloned.Status.Target.PersistentVolumeClaimName, st.guestDisk)
 	st.nothingLeft(t, ns, "no exporter or importer left")

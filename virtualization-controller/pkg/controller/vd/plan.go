@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
@@ -37,6 +38,7 @@ const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 // Image is what a disk needs to know of the ClusterVirtualImage or VirtualImage its objectRef
 // names.
 type Image struct {
+	UID   types.UID
 	Phase v1alpha2.ImagePhase
 	// RegistryURL is the image in DVCR (status.target.registryURL); empty for an image kept on a PVC.
 	RegistryURL   string
@@ -46,6 +48,7 @@ type Image struct {
 
 // SourceDisk is what a disk copied from another VirtualDisk (its objectRef) needs to know of it.
 type SourceDisk struct {
+	UID   types.UID
 	Phase v1alpha2.DiskPhase
 	// Claim is its PersistentVolumeClaim, "" while it has none; Block: the claim is a Block volume.
 	Claim string
@@ -81,6 +84,8 @@ type Plan struct {
 	Inspect bool
 	// Source is what the importer reads; nil for a blank disk.
 	Source *Source
+	// SourceUID is the UID of an objectRef's image or disk (status.sourceUID).
+	SourceUID types.UID
 }
 
 // Source is what an importer Pod reads: a URL, an image, another disk's claim, or the user's
@@ -178,6 +183,7 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 			return Plan{}, problem
 		}
 		plan.Source = &Source{Disk: disk}
+		plan.SourceUID = disk.UID
 		unpacked = disk.SizeBytes
 	case ds.Type == v1alpha2.DataSourceTypeObjectRef:
 		img, problem := objectRefImage(vd, deps.Image)
@@ -185,6 +191,7 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 			return Plan{}, problem
 		}
 		plan.Source = &Source{Image: img.RegistryURL, DVCR: true}
+		plan.SourceUID = img.UID
 		unpacked = img.UnpackedBytes
 	case ds.Type == v1alpha2.DataSourceTypeUpload:
 		plan.Source = &Source{Upload: true}

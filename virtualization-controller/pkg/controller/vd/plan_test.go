@@ -49,8 +49,8 @@ var (
 	ciSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeContainerImage, ContainerImage: &v1alpha2.DataSourceContainerImage{Image: "reg/disk:1", ImagePullSecret: &v1alpha2.ImagePullSecret{Name: "pull"}}}
 	uploadSource = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}
 	vdSource     = &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef, ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "base"}}
-	readyDisk    = &SourceDisk{Phase: v1alpha2.DiskReady, Claim: "vd-base-x", SizeBytes: 64 << 20}
-	readyImage   = &Image{Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
+	readyDisk    = &SourceDisk{UID: "vd-uid", Phase: v1alpha2.DiskReady, Claim: "vd-base-x", SizeBytes: 64 << 20}
+	readyImage   = &Image{UID: "img-uid", Phase: v1alpha2.ImageReady, RegistryURL: "dvcr.ns.svc/cvi/tiny:latest", UnpackedBytes: 25 << 20}
 )
 
 // inspected is vd with the size its inspector found.
@@ -77,7 +77,7 @@ func TestMakePlan(t *testing.T) {
 			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi")}},
 		{name: "cvi sizes the disk", vd: disk(cviSource, "", ""), deps: Deps{StorageClasses: local, Image: readyImage},
 			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: *resource.NewQuantity(25<<20, resource.BinarySI),
-				Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}}},
+				Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}, SourceUID: "img-uid"}},
 		{name: "container image with its pull secret", vd: disk(ciSource, "1Gi", ""), deps: Deps{StorageClasses: local, PullSecretFound: true},
 			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
 				Source: &Source{Image: "reg/disk:1", PullSecret: "pull"}}},
@@ -106,10 +106,10 @@ func TestMakePlan(t *testing.T) {
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the source's size 25.0Mi"}},
 		{name: "a copy of a disk, its size", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local, Disk: readyDisk},
 			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("64Mi"),
-				Source: &Source{Disk: readyDisk}}},
+				Source: &Source{Disk: readyDisk}, SourceUID: "vd-uid"}},
 		{name: "a copy of a disk, larger", vd: disk(vdSource, "1Gi", "block"), deps: Deps{StorageClasses: local, Disk: readyDisk},
 			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
-				Source: &Source{Disk: readyDisk}}},
+				Source: &Source{Disk: readyDisk}, SourceUID: "vd-uid"}},
 		{name: "a copy of a disk, smaller", vd: disk(vdSource, "10Mi", ""), deps: Deps{StorageClasses: local, Disk: readyDisk},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size 10Mi is smaller than the source's size 64.0Mi"}},
 		{name: "a copy of a missing disk", vd: disk(vdSource, "", ""), deps: Deps{StorageClasses: local},
@@ -152,7 +152,7 @@ func TestMakePlan(t *testing.T) {
 			if problem != nil {
 				t.Fatalf("problem %+v", problem)
 			}
-			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.AccessMode != tc.want.AccessMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer || got.Inspect != tc.want.Inspect ||
+			if got.StorageClass != tc.want.StorageClass || got.VolumeMode != tc.want.VolumeMode || got.AccessMode != tc.want.AccessMode || got.WaitForFirstConsumer != tc.want.WaitForFirstConsumer || got.Inspect != tc.want.Inspect || got.SourceUID != tc.want.SourceUID ||
 				got.Size.Cmp(tc.want.Size) != 0 || (got.Source == nil) != (tc.want.Source == nil) || (got.Source != nil && !reflect.DeepEqual(got.Source, tc.want.Source)) {
 				t.Fatalf("plan %+v (source %+v), want %+v (source %+v)", got, got.Source, tc.want, tc.want.Source)
 			}

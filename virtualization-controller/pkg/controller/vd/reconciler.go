@@ -246,14 +246,14 @@ func (r *Reconciler) deps(ctx context.Context, vd *v1alpha2.VirtualDisk) (Deps, 
 	case ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef.Kind == v1alpha2.ClusterVirtualImageKind:
 		cvi := &v1alpha2.ClusterVirtualImage{}
 		if err := r.client.Get(ctx, types.NamespacedName{Name: ds.ObjectRef.Name}, cvi); err == nil {
-			d.Image = imageOf(cvi.Status.ImageStatus, cvi.Status.Target.RegistryURL)
+			d.Image = imageOf(cvi.UID, cvi.Status.ImageStatus, cvi.Status.Target.RegistryURL)
 		} else if !apierrors.IsNotFound(err) {
 			return d, fmt.Errorf("get cluster virtual image: %w", err)
 		}
 	case ds.Type == v1alpha2.DataSourceTypeObjectRef:
 		vi := &v1alpha2.VirtualImage{}
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ds.ObjectRef.Name}, vi); err == nil {
-			d.Image = imageOf(vi.Status.ImageStatus, vi.Status.Target.RegistryURL)
+			d.Image = imageOf(vi.UID, vi.Status.ImageStatus, vi.Status.Target.RegistryURL)
 		} else if !apierrors.IsNotFound(err) {
 			return d, fmt.Errorf("get virtual image: %w", err)
 		}
@@ -270,7 +270,7 @@ func (r *Reconciler) sourceDisk(ctx context.Context, key types.NamespacedName) (
 	} else if err != nil {
 		return nil, fmt.Errorf("get source virtual disk: %w", err)
 	}
-	d := &SourceDisk{Phase: src.Status.Phase}
+	d := &SourceDisk{UID: src.UID, Phase: src.Status.Phase}
 	for _, vm := range src.Status.AttachedToVirtualMachines {
 		if vm.Mounted {
 			d.RunningVMs = append(d.RunningVMs, vm.Name)
@@ -294,8 +294,8 @@ func (r *Reconciler) sourceDisk(ctx context.Context, key types.NamespacedName) (
 	return d, nil
 }
 
-func imageOf(s v1alpha2.ImageStatus, registryURL string) *Image {
-	img := &Image{Phase: s.Phase, RegistryURL: registryURL, CDROM: s.CDROM}
+func imageOf(uid types.UID, s v1alpha2.ImageStatus, registryURL string) *Image {
+	img := &Image{UID: uid, Phase: s.Phase, RegistryURL: registryURL, CDROM: s.CDROM}
 	if q, err := resource.ParseQuantity(s.Size.UnpackedBytes); err == nil {
 		img.UnpackedBytes = q.Value()
 	}
@@ -436,7 +436,11 @@ func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, 
 		}
 		return r.setStatus(ctx, vd, UploaderStartingStatus(vd, claim, plan.StorageClass, r.now()))
 	}
-	return r.setStatus(ctx, vd, ProvisioningStatus(vd, claim, plan.StorageClass, nil, r.now()))
+	s := ProvisioningStatus(vd, claim, plan.StorageClass, nil, r.now())
+	if plan.SourceUID != "" {
+		s.SourceUID = &plan.SourceUID
+	}
+	return r.setStatus(ctx, vd, s)
 }
 
 // addUploadToken gives a disk with an Upload source the token its uploader will take.
