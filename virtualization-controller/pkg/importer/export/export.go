@@ -40,18 +40,9 @@ func (h *Handler) Mux() *http.ServeMux {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "the exporter serves the disk to GET", http.StatusMethodNotAllowed)
-		return
-	}
-	switch bearer.Check(w, r, h.Token) {
-	case http.StatusUnauthorized:
-		http.Error(w, "no token: send the header \"Authorization: Bearer <the export's token>\"", http.StatusUnauthorized)
-		return
-	case http.StatusForbidden:
-		h.Log.Info("export refused: wrong token", "remote", r.RemoteAddr)
-		http.Error(w, "the token is not this export's token", http.StatusForbidden)
+	guard := bearer.Guard{Methods: []string{http.MethodGet, http.MethodHead}, Hint: "the exporter serves the disk to GET",
+		Token: h.Token, What: "export's token", Log: h.Log}
+	if guard.Refused(w, r) {
 		return
 	}
 	f, err := os.Open(h.Path)

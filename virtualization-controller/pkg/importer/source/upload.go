@@ -91,18 +91,9 @@ func (u *Upload) Close() {
 }
 
 func (u *Upload) handle(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPut && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "PUT, POST")
-		http.Error(w, "upload the disk image with PUT or POST (curl -T disk.qcow2 URL)", http.StatusMethodNotAllowed)
-		return
-	}
-	switch bearer.Check(w, r, u.Token) {
-	case http.StatusUnauthorized:
-		http.Error(w, "no token: send the header \"Authorization: Bearer <the image's upload token>\"", http.StatusUnauthorized)
-		return
-	case http.StatusForbidden:
-		u.Log.Info("upload refused: wrong token", "remote", r.RemoteAddr)
-		http.Error(w, "the token is not this image's upload token", http.StatusForbidden)
+	guard := bearer.Guard{Methods: []string{http.MethodPut, http.MethodPost}, Hint: "upload the disk image with PUT or POST (curl -T disk.qcow2 URL)",
+		Token: u.Token, What: "image's upload token", Log: u.Log}
+	if guard.Refused(w, r) {
 		return
 	}
 	u.mu.Lock()
