@@ -5,8 +5,8 @@
 package vd
 
 import (
+	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,23 +17,12 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/humansize"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
-
-// AnnotationVolumeMode on a StorageClass chooses the volume mode of the disks made in it: Block,
-// or Filesystem (the default), whose volume holds the disk as disk.img.
-const AnnotationVolumeMode = "virtualization.deckhouse.io/volume-mode"
-
-// AnnotationAccessMode on a StorageClass chooses the access mode of the disks made in it:
-// ReadWriteOnce (the default), or ReadWriteMany for storage every node reaches, which a live
-// migration needs (the claim is not copied: source and target use it at once).
-const AnnotationAccessMode = "virtualization.deckhouse.io/access-mode"
 
 // AnnotationSourceSize on a disk without a size is its source's unpacked size in bytes, as its
 // inspector found it: the disk's size.
 const AnnotationSourceSize = "virtualization.deckhouse.io/vd-source-size"
-
-// annotationDefaultClass marks the cluster's default StorageClass.
-const annotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
 // Image is what a disk needs to know of the ClusterVirtualImage or VirtualImage its objectRef
 // names.
@@ -122,39 +111,14 @@ func failed(c vdcondition.Type, reason, format string, args ...any) *Problem {
 	return &Problem{Phase: v1alpha2.DiskFailed, Condition: c, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
-// classChoice is the value of the class's annotation key, one of allowed; without the annotation
-// the first of them.
-func classChoice(sc *storagev1.StorageClass, key string, allowed ...string) (string, *Problem) {
-	v, ok := sc.Annotations[key]
-	if !ok || v == "" {
-		return allowed[0], nil
-	}
-	if !slices.Contains(allowed, v) {
-		return "", failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"StorageClass %s: annotation %s is %q: want %s", sc.Name, key, v, strings.Join(allowed, " or "))
-	}
-	return v, nil
-}
-
 // MakePlan decides how vd is provisioned from deps, or why it cannot be. It is pure.
 func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	var plan Plan
-	sc, problem := storageClass(vd.Spec.PersistentVolumeClaim.StorageClassName, deps.StorageClasses)
-	if problem != nil {
-		return Plan{}, problem
+	class, err := storageclass.Choose("spec.persistentVolumeClaim.storageClassName", vd.Spec.PersistentVolumeClaim.StorageClassName, deps.StorageClasses)
+	if err != nil {
+		return Plan{}, classProblem(err)
 	}
-	plan.StorageClass = sc.Name
-	plan.WaitForFirstConsumer = sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer
-	mode, problem := classChoice(sc, AnnotationVolumeMode, string(corev1.PersistentVolumeFilesystem), string(corev1.PersistentVolumeBlock))
-	if problem != nil {
-		return Plan{}, problem
-	}
-	plan.VolumeMode = corev1.PersistentVolumeMode(mode)
-	access, problem := classChoice(sc, AnnotationAccessMode, string(corev1.ReadWriteOnce), string(corev1.ReadWriteMany))
-	if problem != nil {
-		return Plan{}, problem
-	}
-	plan.AccessMode = corev1.PersistentVolumeAccessMode(access)
+	plan.StorageClass, plan.VolumeMode, plan.AccessMode, plan.WaitForFirstConsumer = class.Name, class.VolumeMode, class.AccessMode, class.WaitForFirstConsumer
 
 	size := vd.Spec.PersistentVolumeClaim.Size
 	ds := vd.Spec.DataSource
@@ -222,31 +186,14 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 	return plan, nil
 }
 
-// storageClass is the class named, or the cluster's default one.
-func storageClass(name *string, classes []storagev1.StorageClass) (*storagev1.StorageClass, *Problem) {
-	if name != nil && *name != "" {
-		for i := range classes {
-			if classes[i].Name == *name {
-				return &classes[i], nil
-			}
-		}
-		return nil, pending(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"spec.persistentVolumeClaim.storageClassName: StorageClass %s not found", *name)
+// classProblem is the disk's Problem with its class: Pending while it is missing, Failed when
+// its annotations are wrong.
+func classProblem(err error) *Problem {
+	var e *storageclass.Error
+	if errors.As(err, &e) && e.Missing {
+		return pending(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady), "%s", e.Message)
 	}
-	var def *storagev1.StorageClass
-	for i := range classes {
-		if classes[i].Annotations[annotationDefaultClass] == "true" {
-			// Of several defaults, Kubernetes takes the newest; so does the disk.
-			if def == nil || def.CreationTimestamp.Before(&classes[i].CreationTimestamp) {
-				def = &classes[i]
-			}
-		}
-	}
-	if def == nil {
-		return nil, pending(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady),
-			"the cluster has no default StorageClass: set spec.persistentVolumeClaim.storageClassName")
-	}
-	return def, nil
+	return failed(vdcondition.StorageClassReadyType, string(vdcondition.StorageClassNotReady), "%s", err.Error())
 }
 
 // objectRefImage checks the image an objectRef names: it must exist, be Ready, be in DVCR and

@@ -14,6 +14,7 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 func class(name string, def bool, annotations map[string]string) storagev1.StorageClass {
@@ -22,7 +23,7 @@ func class(name string, def bool, annotations map[string]string) storagev1.Stora
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 	}
 	if def {
-		sc.Annotations[annotationDefaultClass] = "true"
+		sc.Annotations[storageclass.AnnotationDefault] = "true"
 	}
 	for k, v := range annotations {
 		sc.Annotations[k] = v
@@ -60,8 +61,8 @@ func inspected(vd *v1alpha2.VirtualDisk, size string) *v1alpha2.VirtualDisk {
 }
 
 func TestMakePlan(t *testing.T) {
-	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{AnnotationVolumeMode: "Block"}),
-		class("shared", false, map[string]string{AnnotationAccessMode: "ReadWriteMany"})}
+	local := []storagev1.StorageClass{class("local", true, nil), class("block", false, map[string]string{storageclass.AnnotationVolumeMode: "Block"}),
+		class("shared", false, map[string]string{storageclass.AnnotationAccessMode: "ReadWriteMany"})}
 	cases := []struct {
 		name string
 		vd   *v1alpha2.VirtualDisk
@@ -87,9 +88,9 @@ func TestMakePlan(t *testing.T) {
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "storageClassName: StorageClass fast not found"}},
 		{name: "no default class", vd: disk(nil, "1Gi", ""), deps: Deps{StorageClasses: local[1:]},
 			problem: &Problem{Phase: v1alpha2.DiskPending, Condition: vdcondition.StorageClassReadyType, Message: "no default StorageClass"}},
-		{name: "a bad volume mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationVolumeMode: "Tape"})}},
+		{name: "a bad volume mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{storageclass.AnnotationVolumeMode: "Tape"})}},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `is "Tape": want Filesystem or Block`}},
-		{name: "a bad access mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{AnnotationAccessMode: "ReadOnlyMany"})}},
+		{name: "a bad access mode annotation", vd: disk(nil, "1Gi", "odd"), deps: Deps{StorageClasses: []storagev1.StorageClass{class("odd", false, map[string]string{storageclass.AnnotationAccessMode: "ReadOnlyMany"})}},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.StorageClassReadyType, Message: `virtualization.deckhouse.io/access-mode is "ReadOnlyMany": want ReadWriteOnce or ReadWriteMany`}},
 		{name: "blank without size", vd: disk(nil, "", ""), deps: Deps{StorageClasses: local},
 			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "spec.persistentVolumeClaim.size is required for a blank disk"}},
