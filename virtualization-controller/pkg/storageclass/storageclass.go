@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // AnnotationVolumeMode on a StorageClass chooses the volume mode of the volumes made in it: Block,
@@ -96,4 +97,15 @@ func annotation(sc *storagev1.StorageClass, key string, allowed ...string) (stri
 		return "", &Error{Message: fmt.Sprintf("StorageClass %s: annotation %s is %q: want %s", sc.Name, key, v, strings.Join(allowed, " or "))}
 	}
 	return v, nil
+}
+
+// ClaimRequest is what a claim must request to hold a disk (or an image) of size bytes, in whole MiB: the
+// size itself, in either volume mode. A Block volume is the disk; a Filesystem volume holds
+// disk.img of the claim's request, as KubeVirt sizes a claim's image (virt-launcher makes a
+// missing one that large and grows a smaller one to it), in a file system that the storage
+// makes large enough for it, or a little less (KubeVirt then takes what there is, within 10%).
+func ClaimRequest(size int64) resource.Quantity {
+	const mib = 1 << 20
+	n := (size + mib - 1) / mib * mib
+	return *resource.NewQuantity(n, resource.BinarySI)
 }

@@ -41,10 +41,10 @@ const (
 	// sourceDevicePath.
 	sourceDiskDir    = "/source"
 	sourceDevicePath = "/dev/d8v-source"
-	secretDir  = "/etc/importer/source"
-	pullDir    = "/etc/importer/pull"
-	scratchDir = "/scratch"
-	keyCA      = "ca.crt"
+	secretDir        = "/etc/importer/source"
+	pullDir          = "/etc/importer/pull"
+	scratchDir       = "/scratch"
+	keyCA            = "ca.crt"
 	// keyUploadToken holds an Upload source's token (the disk's AnnotationUploadToken).
 	keyUploadToken = "upload-token"
 )

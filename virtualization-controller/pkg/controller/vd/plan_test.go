@@ -160,21 +160,3 @@ func TestMakePlan(t *testing.T) {
 		})
 	}
 }
-
-func TestClaimRequest(t *testing.T) {
-	for _, tc := range []struct {
-		size int64
-		mode corev1.PersistentVolumeMode
-		want string
-	}{
-		{100 << 20, corev1.PersistentVolumeBlock, "100Mi"},
-		{100 << 20, corev1.PersistentVolumeFilesystem, "100Mi"},
-		{10 << 30, corev1.PersistentVolumeFilesystem, "10Gi"},
-		{1, corev1.PersistentVolumeFilesystem, "1Mi"},
-		{100<<20 + 1, corev1.PersistentVolumeBlock, "101Mi"},
-	} {
-		if got := ClaimRequest(tc.size, tc.mode); got.Cmp(resource.MustParse(tc.want)) != 0 {
-			t.Errorf("ClaimRequest(%d, %s) = %s, want %s", tc.size, tc.mode, got.String(), tc.want)
-		}
-	}
-}

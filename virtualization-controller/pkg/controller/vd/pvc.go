@@ -2,12 +2,12 @@ package vd
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 const (
@@ -23,17 +23,6 @@ const (
 // ClaimName is the disk's claim: vd-<name>-<uid>, so a disk made again under the same name
 // never meets its predecessor's claim.
 func ClaimName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd", vd.Name, string(vd.UID)) }
-
-// ClaimRequest is what a claim must request to hold a disk of size bytes, in whole MiB: the
-// size itself, in either volume mode. A Block volume is the disk; a Filesystem volume holds
-// disk.img of the claim's request, as KubeVirt sizes a claim's image (virt-launcher makes a
-// missing one that large and grows a smaller one to it), in a file system that the storage
-// makes large enough for it, or a little less (KubeVirt then takes what there is, within 10%).
-func ClaimRequest(size int64, _ corev1.PersistentVolumeMode) resource.Quantity {
-	const mib = 1 << 20
-	n := (size + mib - 1) / mib * mib
-	return *resource.NewQuantity(n, resource.BinarySI)
-}
 
 // Claim is the one builder of a disk's claim. A blank disk's claim is provisioned as it is;
 // an imported one when the import completes.
@@ -55,7 +44,7 @@ func Claim(vd *v1alpha2.VirtualDisk, plan Plan) *corev1.PersistentVolumeClaim {
 			StorageClassName: ptr.To(plan.StorageClass),
 			VolumeMode:       ptr.To(plan.VolumeMode),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: ClaimRequest(plan.Size.Value(), plan.VolumeMode),
+				corev1.ResourceStorage: storageclass.ClaimRequest(plan.Size.Value()),
 			}},
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 // The status builders below are pure: each returns the status vd should have, with conditions
@@ -207,11 +208,7 @@ func ResizeTo(vd *v1alpha2.VirtualDisk, pvc *corev1.PersistentVolumeClaim) *reso
 	if size == nil {
 		return nil
 	}
-	mode := corev1.PersistentVolumeFilesystem
-	if pvc.Spec.VolumeMode != nil {
-		mode = *pvc.Spec.VolumeMode
-	}
-	want := ClaimRequest(size.Value(), mode)
+	want := storageclass.ClaimRequest(size.Value())
 	have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	if want.Cmp(have) <= 0 {
 		return nil
