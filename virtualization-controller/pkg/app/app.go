@@ -128,7 +128,7 @@ func run(ctx context.Context, o Options) error {
 	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
-		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, UploadTimeout: o.UploadTimeout,
+		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, DVCRPullerSecret: o.DVCRPullerSecret, UploadTimeout: o.UploadTimeout,
 		Log: o.Log,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})

@@ -53,4 +53,6 @@ const (
 	StorageClassNotFound        StorageClassReadyReason = "StorageClassNotFound"
 	DVCRTypeUsed                StorageClassReadyReason = "DVCRTypeUsed"
 	StorageClassNameNotProvided StorageClassReadyReason = "StorageClassNameNotProvided"
+	// StorageClassNotReady: the image's StorageClass cannot be used as its annotations say.
+	StorageClassNotReady StorageClassReadyReason = "StorageClassNotReady"
 )

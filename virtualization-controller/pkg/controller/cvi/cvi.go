@@ -26,6 +26,7 @@ func (Kind) NewList() client.ObjectList { return &v1alpha2.ClusterVirtualImageLi
 func (Kind) Storage(client.Object) v1alpha2.ImageStorage {
 	return v1alpha2.StorageContainerRegistry
 }
+func (Kind) StorageClass(client.Object) *string { return nil }
 
 func (Kind) Status(o client.Object) image.Status {
 	s := o.(*v1alpha2.ClusterVirtualImage).Status

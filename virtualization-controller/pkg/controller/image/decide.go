@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,15 +38,18 @@ const (
 	StepWatchProgress
 	// StepRecordResult: the importer ended; its result goes into status.
 	StepRecordResult
+	// StepFill: an image kept on a claim is in DVCR: its claim is made and filled from there.
+	StepFill
 )
 
 func (s Step) String() string {
-	return [...]string{"None", "AddFinalizer", "Cleanup", "DeletePod", "Start", "WatchProgress", "RecordResult"}[s]
+	return [...]string{"None", "AddFinalizer", "Cleanup", "DeletePod", "Start", "WatchProgress", "RecordResult", "Fill"}[s]
 }
 
-// Decide is the next step for img of kind short, given its importer Pod and, for a VirtualDisk
-// source, its exporter Pod (each nil when there is none).
-func Decide(short string, img Image, pod, exporter *corev1.Pod) Step {
+// Decide is the next step for img of kind short, given its importer Pod and its helpers (a
+// VirtualDisk source's exporter, the filler of an image kept on a claim), each nil when there
+// is none.
+func Decide(short string, img Image, pod *corev1.Pod, helpers ...*corev1.Pod) Step {
 	obj := img.Object
 	hasFinalizer := false
 	for _, f := range obj.GetFinalizers() {
@@ -58,13 +62,15 @@ func Decide(short string, img Image, pod, exporter *corev1.Pod) Step {
 		return StepNone
 	case !hasFinalizer:
 		return StepAddFinalizer
-	case stale(pod, obj.GetUID()) || stale(exporter, obj.GetUID()):
+	case stale(pod, obj.GetUID()) || slices.ContainsFunc(helpers, func(p *corev1.Pod) bool { return stale(p, obj.GetUID()) }):
 		return StepDeletePod
 	case finished(img):
-		if pod != nil || exporter != nil {
+		if pod != nil || slices.ContainsFunc(helpers, func(p *corev1.Pod) bool { return p != nil }) {
 			return StepDeletePod
 		}
 		return StepNone
+	case pod == nil && Imported(img):
+		return StepFill
 	case pod == nil:
 		return StepStart
 	case importerresult.Done(pod):
@@ -77,6 +83,12 @@ func Decide(short string, img Image, pod, exporter *corev1.Pod) Step {
 // stale: pod belongs to an older image of that name.
 func stale(pod *corev1.Pod, uid types.UID) bool {
 	return pod != nil && pod.Labels[LabelImageUID] != string(uid)
+}
+
+// Imported: an image kept on a claim is in DVCR (its import's result, the size, is recorded);
+// the claim is filled next.
+func Imported(img Image) bool {
+	return img.Storage == v1alpha2.StoragePersistentVolumeClaim && img.Status.Size.UnpackedBytes != ""
 }
 
 // finished: the current spec's import has been recorded as Ready or Failed.
@@ -141,9 +153,9 @@ func CheckSource(img Image, l Lookup) *Blocker {
 	unsupported := func(format string, a ...any) *Blocker {
 		return &Blocker{Reason: ReasonUnsupportedDataSource, Message: fmt.Sprintf(format, a...)}
 	}
-	if img.Storage != v1alpha2.StorageContainerRegistry {
+	if img.Storage != v1alpha2.StorageContainerRegistry && img.Storage != v1alpha2.StoragePersistentVolumeClaim {
 		return &Blocker{Reason: ReasonUnsupportedStorage, Message: fmt.Sprintf(
-			"spec.storage %s is not supported by this version of virtualization-controller yet: use ContainerRegistry", img.Storage)}
+			"spec.storage %s is not supported: use ContainerRegistry or PersistentVolumeClaim", img.Storage)}
 	}
 	src := img.Source
 	switch src.Type {
@@ -195,23 +207,25 @@ func checkRef(ref *ObjectRef, found *RefState, unsupported func(string, ...any) 
 			phase = string(v1alpha2.ImagePending)
 		}
 		return &Blocker{Reason: reason, Wait: true, Message: fmt.Sprintf("%s is %s, not Ready yet: the import starts when it is Ready", what, phase)}
-	case ref.Kind == v1alpha2.VirtualDiskKind && found.Disk == nil:
+	case found.Disk == nil && found.Repository == "":
 		return &Blocker{Reason: reason, Wait: true, Message: what + " has no PersistentVolumeClaim yet"}
 	case found.Disk != nil && len(found.Disk.RunningVMs) > 0:
 		return &Blocker{Reason: string(cvicondition.VirtualDiskAttachedToRunningVM), Wait: true, Message: fmt.Sprintf(
 			"%s is in use by the running virtual machine %s: the import starts once it is stopped, so that the image is consistent", what, strings.Join(found.Disk.RunningVMs, ", "))}
-	case found.Disk == nil && found.Repository == "":
-		return unsupported("%s is not stored in DVCR: only images in DVCR can be a source yet", what)
 	}
 	return nil
 }
 
 // InDVCR says whether DVCR may hold the image: it is Ready, or an import ran (or an upload
 // waited) and may have pushed before it was recorded. A failed import pushes no tag (the
-// importer pushes the manifest last), and a Pending image never started one.
+// importer pushes the manifest last), and a Pending image never started one. An image kept on
+// a claim leaves DVCR before it is Ready.
 func InDVCR(img Image) bool {
 	p := img.Status.Phase
-	return p == v1alpha2.ImageReady || p == v1alpha2.ImageProvisioning || p == v1alpha2.ImageWaitForUserUpload
+	if p == v1alpha2.ImageReady {
+		return img.Storage != v1alpha2.StoragePersistentVolumeClaim
+	}
+	return p == v1alpha2.ImageProvisioning || p == v1alpha2.ImageWaitForUserUpload
 }
 
 // WaitsForUpload: the image's uploader waits for the user's upload: nothing has come yet (p,

@@ -115,8 +115,9 @@ func TestCheckSource(t *testing.T) {
 		{"an unknown type", cviView(func(c *v1alpha2.ClusterVirtualImage) {
 			c.Spec.DataSource = v1alpha2.ClusterVirtualImageDataSource{Type: "FTP"}
 		}), image.Lookup{}, "UnsupportedDataSource", false, "spec.dataSource.type FTP is not supported"},
-		{"vi on a PVC", viView(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim }), image.Lookup{},
-			"UnsupportedStorage", false, "spec.storage PersistentVolumeClaim is not supported"},
+		{"vi on a PVC", viView(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim }), image.Lookup{}, "", false, ""},
+		{"an unknown storage", viView(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = "Tape" }), image.Lookup{},
+			"UnsupportedStorage", false, "spec.storage Tape is not supported: use ContainerRegistry or PersistentVolumeClaim"},
 		{"registry, secret there", viView(fromRegistry), image.Lookup{PullSecretFound: true, PullSecret: []byte("{}")}, "", false, ""},
 		{"registry, no pull secret", viView(fromRegistry), image.Lookup{}, "ContainerRegistrySecretNotFound", true, "the Secret ns1/creds of spec.dataSource.containerImage.imagePullSecret does not exist"},
 		{"registry, pull secret of another type", viView(fromRegistry), image.Lookup{PullSecretFound: true}, "ContainerRegistrySecretNotFound", true, "has no .dockerconfigjson"},
@@ -129,7 +130,8 @@ func TestCheckSource(t *testing.T) {
 		{"vi source provisioning", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{Phase: "Provisioning", Repository: "vi/ns1/base"}},
 			"ImageNotReady", true, "the VirtualImage ns1/base of spec.dataSource.objectRef is Provisioning, not Ready yet"},
 		{"vi source without a phase", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{}}, "ImageNotReady", true, "is Pending, not Ready yet"},
-		{"vi source on a PVC", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{Phase: "Ready"}}, "UnsupportedDataSource", false, "is not stored in DVCR"},
+		{"vi source on a PVC, its claim not seen yet", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{Phase: "Ready"}}, "ImageNotReady", true, "has no PersistentVolumeClaim yet"},
+		{"vi source on a PVC", viView(fromRef("VirtualImage")), image.Lookup{Ref: &image.RefState{Phase: "Ready", Disk: &image.DiskRef{Claim: "vi-base-x"}}}, "", false, ""},
 		{"vd source ready", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Ready", Disk: &image.DiskRef{Claim: "vd-base"}}}, "", false, ""},
 		{"vd source missing", viView(fromRef("VirtualDisk")), image.Lookup{}, "VirtualDiskNotReady", true, "the VirtualDisk ns1/base of spec.dataSource.objectRef does not exist yet"},
 		{"vd source provisioning", viView(fromRef("VirtualDisk")), image.Lookup{Ref: &image.RefState{Phase: "Provisioning"}}, "VirtualDiskNotReady", true, "is Provisioning, not Ready yet"},

@@ -6,10 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
@@ -42,13 +40,8 @@ func ExporterName(short string, key client.ObjectKey) string {
 // annotated as its importer (so the Pod watch finds the image), owned by the image (a
 // ClusterVirtualImage, or a VirtualImage of the disk's own namespace) so they never outlive it.
 func (c PodConfig) exporterMeta(k Kind, img Image, namespace string) metav1.ObjectMeta {
-	m := c.meta(k, img)
-	obj := img.Object
-	m.Name, m.Namespace = ExporterName(k.Short(), client.ObjectKeyFromObject(obj)), namespace
-	m.Labels["app.kubernetes.io/name"] = "exporter"
-	m.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: v1alpha2.SchemeGroupVersion.String(), Kind: k.Name(), Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true),
-	}}
+	m := c.ownedMeta(k, img, ExporterName(k.Short(), client.ObjectKeyFromObject(img.Object)), "exporter")
+	m.Namespace = namespace
 	return m
 }
 

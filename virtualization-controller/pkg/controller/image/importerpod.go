@@ -29,8 +29,10 @@ type PodConfig struct {
 	DVCRAddress     string
 	DVCRPullAddress string
 	// DVCRPusherSecret holds .dockerconfigjson, DVCRTLSSecret ca.crt: importer Pods mount them.
+	// DVCRPullerSecret holds the read-only credentials a filler gets a copy of.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
+	DVCRPullerSecret string
 	// UploadTimeout is how long an Upload source's importer waits for the upload to begin.
 	UploadTimeout time.Duration
 }

@@ -28,18 +28,22 @@ type Kind interface {
 	NewList() client.ObjectList
 	// Source is obj's data source, with the namespaces it leaves implicit made explicit.
 	Source(obj client.Object) Source
-	// Storage is where obj is kept (a ClusterVirtualImage always in DVCR).
+	// Storage is where obj is kept (a ClusterVirtualImage always in DVCR); StorageClass is the
+	// class of a claim that keeps it (nil: the cluster's default).
 	Storage(obj client.Object) v1alpha2.ImageStorage
+	StorageClass(obj client.Object) *string
 	// Status is obj's status; SetStatus writes it into obj.
 	Status(obj client.Object) Status
 	SetStatus(obj client.Object, s Status)
 }
 
-// Status is the part of a status this package writes: the status both kinds share and the
-// registry URL of status.target.
+// Status is the part of a status this package writes: the status both kinds share, the
+// registry URL of status.target, and for an image kept on a claim the claim and its class.
 type Status struct {
 	v1alpha2.ImageStatus
-	RegistryURL string
+	RegistryURL      string
+	ClaimName        string
+	StorageClassName string
 }
 
 // Source is an image's data source. Exactly one of HTTP, ContainerImage and Ref is set for its
@@ -64,15 +68,16 @@ type ObjectRef struct {
 
 // Image is one object of a Kind, as the pure functions read it.
 type Image struct {
-	Object  client.Object
-	Storage v1alpha2.ImageStorage
-	Source  Source
-	Status  Status
+	Object       client.Object
+	Storage      v1alpha2.ImageStorage
+	StorageClass *string
+	Source       Source
+	Status       Status
 }
 
 // View is obj of kind k as an Image.
 func View(k Kind, obj client.Object) Image {
-	return Image{Object: obj, Storage: k.Storage(obj), Source: k.Source(obj), Status: k.Status(obj)}
+	return Image{Object: obj, Storage: k.Storage(obj), StorageClass: k.StorageClass(obj), Source: k.Source(obj), Status: k.Status(obj)}
 }
 
 // Repository is the DVCR repository of the image of kind short ("cvi" or "vi") named key:

@@ -2,11 +2,14 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,6 +29,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 // The short names of the two kinds: their DVCR repositories' and importer Pods' prefixes.
@@ -106,7 +110,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	step := Decide(r.Kind.Short(), img, pod, exporter)
+	filler, err := r.fillerPod(ctx, img)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	step := Decide(r.Kind.Short(), img, pod, exporter, filler)
 	log.FromContext(ctx).V(1).Info("reconcile", "step", step.String(), "phase", img.Status.Phase)
 	switch step {
 	case StepAddFinalizer:
@@ -114,21 +122,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		controllerutil.AddFinalizer(obj, Finalizer(r.Kind.Short()))
 		return ctrl.Result{}, wrap("add finalizer", r.Client.Patch(ctx, obj, patch))
 	case StepCleanup:
-		return ctrl.Result{}, r.cleanup(ctx, img, pod, exporter)
+		return ctrl.Result{}, r.cleanup(ctx, img, pod, exporter != nil || filler != nil)
 	case StepDeletePod:
 		return ctrl.Result{}, r.deleteImporter(ctx, img, pod)
 	case StepStart:
 		return r.start(ctx, obj)
 	case StepWatchProgress:
-		var p *importerprogress.Progress
-		if pod.Status.PodIP != "" {
-			got, err := r.Progress.Scrape(ctx, importerpod.MetricsURL(pod))
-			if err != nil {
-				log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
-			} else {
-				p = &got
-			}
-		}
+		p := r.scrape(ctx, pod)
 		s := ProvisioningStatus(img, p, r.now())
 		if WaitsForUpload(img, p) {
 			// The URL appears once the uploader is ready to take the upload.
@@ -138,9 +138,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
+	case StepFill:
+		return r.fill(ctx, img, filler)
 	case StepRecordResult:
 		res := importerresult.Of(pod)
-		if err := r.setStatus(ctx, obj, ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())); err != nil {
+		s := ResultStatus(img, res, r.Pods.RegistryURL(r.repository(obj)), r.now())
+		if img.Storage == v1alpha2.StoragePersistentVolumeClaim && res.Reason == contract.ReasonCompleted {
+			s = ImportedStatus(img, res, r.now())
+		}
+		if err := r.setStatus(ctx, obj, s); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.Metrics.Observe(r.Kind.Short(), res, importerresult.Seconds(pod))
@@ -155,9 +161,9 @@ func (r *Reconciler) repository(obj client.Object) string {
 
 // cleanup: the importer (and exporter) go first, then the image in DVCR (when it may be
 // there), then the finalizer.
-func (r *Reconciler) cleanup(ctx context.Context, img Image, pod, exporter *corev1.Pod) error {
+func (r *Reconciler) cleanup(ctx context.Context, img Image, pod *corev1.Pod, helpers bool) error {
 	obj := img.Object
-	if err := r.deleteImporter(ctx, img, pod); err != nil || pod != nil || exporter != nil {
+	if err := r.deleteImporter(ctx, img, pod); err != nil || pod != nil || helpers {
 		return err
 	}
 	if InDVCR(img) {
@@ -197,10 +203,127 @@ func (r *Reconciler) exporterPod(ctx context.Context, reader client.Reader, img 
 	return pod, nil
 }
 
-// exporterNamespace is where img's exporter runs: its VirtualDisk source's namespace.
+// fillerPod is the filler of an image kept on a claim; nil when there is none.
+func (r *Reconciler) fillerPod(ctx context.Context, img Image) (*corev1.Pod, error) {
+	if img.Storage != v1alpha2.StoragePersistentVolumeClaim {
+		return nil, nil
+	}
+	pod := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: img.Object.GetNamespace(), Name: FillerName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))}
+	found, err := get(ctx, r.Client, key, pod)
+	if !found || err != nil || pod.Labels[LabelImageKind] != r.Kind.Short() {
+		return nil, wrap("filler pod", err)
+	}
+	return pod, nil
+}
+
+// storageClass is the class of img's claim, or a storageclass.Error.
+func (r *Reconciler) storageClass(ctx context.Context, img Image) (storageclass.Choice, error) {
+	var classes storagev1.StorageClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return storageclass.Choice{}, fmt.Errorf("list storage classes: %w", err)
+	}
+	return storageclass.Choose("spec.persistentVolumeClaim.storageClassName", img.StorageClass, classes.Items)
+}
+
+// fill makes img's claim and fills it from DVCR (img is there: Imported), one step per reconcile:
+// the claim, then the filler's Secret and Pod, its progress, its result. A filled claim makes
+// the image Ready once its DVCR copy is deleted; a failed fill makes it Failed and deletes the
+// claim.
+func (r *Reconciler) fill(ctx context.Context, img Image, filler *corev1.Pod) (ctrl.Result, error) {
+	obj := img.Object
+	claim := &corev1.PersistentVolumeClaim{}
+	claimKey := client.ObjectKey{Namespace: obj.GetNamespace(), Name: ClaimName(r.Kind.Short(), obj)}
+	found, err := get(ctx, r.Client, claimKey, claim)
+	if err == nil && !found {
+		found, err = get(ctx, r.APIReader, claimKey, claim)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	class := img.Status.StorageClassName
+	if found && claim.Spec.StorageClassName != nil {
+		class = *claim.Spec.StorageClassName
+	}
+	switch {
+	case filler != nil && importerresult.Done(filler):
+		return ctrl.Result{}, r.recordFill(ctx, img, filler, claim)
+	case filler != nil:
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, r.scrape(ctx, filler), r.now()))
+	case !found:
+		choice, err := r.storageClass(ctx, img)
+		if err != nil {
+			var e *storageclass.Error
+			if !errors.As(err, &e) {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: r.SourceInterval}, r.setStatus(ctx, obj, StorageClassStatus(img, err, r.now()))
+		}
+		size, _ := strconv.ParseInt(img.Status.Size.UnpackedBytes, 10, 64)
+		claim = r.Pods.Claim(r.Kind, img, choice, size)
+		if err := r.Client.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedCreate", "Fill", "Error creating PersistentVolumeClaim %s: %v", claim.Name, err)
+			return ctrl.Result{}, fmt.Errorf("create claim: %w", err)
+		}
+		log.FromContext(ctx).Info("claim created", "claim", claim.Name, "storageClass", choice.Name, "size", size)
+		class = choice.Name
+	}
+	creds, err := importerpod.ReadDVCRCredentials(ctx, r.APIReader, r.Pods.Namespace, r.Pods.DVCRPullerSecret, r.Pods.DVCRTLSSecret)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Client.Create(ctx, r.Pods.FillerSecret(r.Kind, img, creds)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("create filler secret: %w", err)
+	}
+	size, _ := strconv.ParseInt(img.Status.Size.UnpackedBytes, 10, 64)
+	pod := r.Pods.FillerPod(r.Kind, img, r.repository(obj), claim, size)
+	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedCreate", "Fill", "Error creating filler pod %s: %v", pod.Name, err)
+		return ctrl.Result{}, fmt.Errorf("create filler pod: %w", err)
+	}
+	log.FromContext(ctx).Info("filler pod created", "pod", pod.Name, "claim", claim.Name)
+	return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, nil, r.now()))
+}
+
+// recordFill records the filler's end: the DVCR copy goes either way; then the image is Ready on
+// its claim, or Failed and the claim goes. The filler goes once the image is finished (Decide).
+func (r *Reconciler) recordFill(ctx context.Context, img Image, filler *corev1.Pod, claim *corev1.PersistentVolumeClaim) error {
+	obj := img.Object
+	ref := r.Pods.PushRef(r.repository(obj))
+	if err := r.Images.Delete(ctx, ref); err != nil {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Fill", "Error deleting %s from DVCR: %v", ref, err)
+		return fmt.Errorf("delete image from DVCR: %w", err)
+	}
+	res := importerresult.Of(filler)
+	if res.Reason == contract.ReasonCompleted {
+		return r.setStatus(ctx, obj, FilledStatus(img, res, r.now()))
+	}
+	if claim.UID != "" {
+		if err := r.Client.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete claim: %w", err)
+		}
+	}
+	return r.setStatus(ctx, obj, ResultStatus(img, res, "", r.now()))
+}
+
+// scrape reads a running importer's (or filler's) progress; nil when it cannot be read (yet).
+func (r *Reconciler) scrape(ctx context.Context, pod *corev1.Pod) *importerprogress.Progress {
+	if pod.Status.PodIP == "" {
+		return nil
+	}
+	got, err := r.Progress.Scrape(ctx, importerpod.MetricsURL(pod))
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
+		return nil
+	}
+	return &got
+}
+
+// exporterNamespace is where img's exporter runs, if it may have one: the namespace of its
+// VirtualDisk source, or of its VirtualImage source (one kept on a claim is exported too).
 func exporterNamespace(img Image) (string, bool) {
 	ref := img.Source.Ref
-	if img.Source.Type != v1alpha2.DataSourceTypeObjectRef || ref == nil || ref.Kind != v1alpha2.VirtualDiskKind {
+	if img.Source.Type != v1alpha2.DataSourceTypeObjectRef || ref == nil || (ref.Kind != v1alpha2.VirtualDiskKind && ref.Kind != v1alpha2.VirtualImageKind) {
 		return "", false
 	}
 	return ref.Namespace, true
@@ -291,6 +414,16 @@ func (r *Reconciler) start(ctx context.Context, cached client.Object) (ctrl.Resu
 		}
 		return res, r.setStatus(ctx, obj, PendingStatus(img, *b, r.now()))
 	}
+	if img.Storage == v1alpha2.StoragePersistentVolumeClaim {
+		// The claim is made after the import into DVCR: its class must be there first.
+		if _, err := r.storageClass(ctx, img); err != nil {
+			var e *storageclass.Error
+			if !errors.As(err, &e) {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: r.SourceInterval}, r.setStatus(ctx, obj, StorageClassStatus(img, err, r.now()))
+		}
+	}
 	if l.Ref != nil && l.Ref.Disk != nil {
 		ready, err := r.export(ctx, obj, img, *l.Ref.Disk, &l)
 		if err != nil || !ready {
@@ -371,7 +504,15 @@ func (r *Reconciler) refState(ctx context.Context, ref ObjectRef) (*RefState, er
 		s := &RefState{UID: o.UID, Phase: string(o.Status.Phase)}
 		if o.Spec.Storage == v1alpha2.StorageContainerRegistry {
 			s.Repository = Repository(ShortVI, ref.NamespacedName)
+			return s, nil
 		}
+		// Kept on a claim: read as a disk is, through an exporter.
+		claim := &corev1.PersistentVolumeClaim{}
+		name := o.Status.Target.PersistentVolumeClaimName
+		if found, err := get(ctx, r.Client, types.NamespacedName{Namespace: ref.Namespace, Name: name}, claim); name == "" || !found || err != nil {
+			return s, err
+		}
+		s.Disk = &DiskRef{Claim: name, Block: claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock}
 		return s, nil
 	}
 	return nil, nil
@@ -454,6 +595,9 @@ func (r *Reconciler) deleteImporter(ctx context.Context, img Image, pod *corev1.
 	if err := r.deleteExporter(ctx, img); err != nil {
 		return err
 	}
+	if err := r.deleteFiller(ctx, img); err != nil {
+		return err
+	}
 	if pod == nil {
 		return nil
 	}
@@ -482,14 +626,25 @@ func (r *Reconciler) deleteCompanions(ctx context.Context, obj client.Object) er
 	return nil
 }
 
-// deleteExporter deletes img's exporter Pod and Secret, read afresh, when they are of img's kind:
-// they are in a user's namespace, where another object may have the name.
+// deleteExporter deletes img's exporter Pod and Secret; deleteFiller its filler's.
 func (r *Reconciler) deleteExporter(ctx context.Context, img Image) error {
 	ns, ok := exporterNamespace(img)
 	if !ok {
 		return nil
 	}
-	key := types.NamespacedName{Namespace: ns, Name: ExporterName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))}
+	return r.deleteOwn(ctx, types.NamespacedName{Namespace: ns, Name: ExporterName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))})
+}
+
+func (r *Reconciler) deleteFiller(ctx context.Context, img Image) error {
+	if img.Storage != v1alpha2.StoragePersistentVolumeClaim {
+		return nil
+	}
+	return r.deleteOwn(ctx, client.ObjectKey{Namespace: img.Object.GetNamespace(), Name: FillerName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))})
+}
+
+// deleteOwn deletes the Pod and the Secret key, read afresh, when they are of this Kind's:
+// they are in a user's namespace, where another object may have the name.
+func (r *Reconciler) deleteOwn(ctx context.Context, key types.NamespacedName) error {
 	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Secret{}} {
 		found, err := get(ctx, r.APIReader, key, o)
 		if err != nil {
@@ -500,7 +655,7 @@ func (r *Reconciler) deleteExporter(ctx context.Context, img Image) error {
 		}
 		uid := o.GetUID()
 		if err := r.Client.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete exporter %T %s: %w", o, key, err)
+			return fmt.Errorf("delete %T %s: %w", o, key, err)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/phasegauge"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 type fixedProgress struct {
@@ -596,5 +598,83 @@ func TestPhaseValues(t *testing.T) {
 	v = phasegauge.Values(image.Phases, image.GaugePhase(viView(func(vi *v1alpha2.VirtualImage) { vi.Status.Phase, vi.DeletionTimestamp = v1alpha2.ImageReady, &now })))
 	if v[v1alpha2.ImageTerminating] != 1 || v[v1alpha2.ImageReady] != 0 {
 		t.Fatalf("%v", v)
+	}
+}
+
+// A VirtualImage kept on a claim: its class is checked first, then it is imported into DVCR,
+// then a filler copies it into a claim of its namespace; the DVCR copy goes, the image is Ready
+// on the claim, the filler goes and the claim stays.
+func TestReconcileOnClaim(t *testing.T) {
+	onClaim := viImage(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim })
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local", Annotations: map[string]string{storageclass.AnnotationDefault: "true"}}, Provisioner: "x"}
+	puller := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-puller"}, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}}
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-tls"}, Data: map[string][]byte{"ca.crt": []byte("pem")}}
+	w := newWorld(t, vi.Kind{}, types.NamespacedName{Namespace: "ns1", Name: "tiny"}, onClaim, puller, tls)
+	w.r.Pods.DVCRPullerSecret = "dvcr-puller"
+
+	if res := w.reconcile(); w.image().Status.Phase != v1alpha2.ImagePending || res.RequeueAfter != 5*time.Second || w.pod() != nil {
+		t.Fatalf("without a default class: %v %+v", res, w.image().Status)
+	}
+	if c := condition(w.image(), "StorageClassReady"); c.Reason != "StorageClassNotFound" || !strings.Contains(c.Message, "no default StorageClass") {
+		t.Fatalf("condition %+v", c)
+	}
+	w.event("Normal Pending")
+	if err := w.c.Create(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	if w.pod() == nil || w.image().Status.Phase != v1alpha2.ImageProvisioning {
+		t.Fatalf("no importer, phase %s", w.image().Status.Phase)
+	}
+	w.finish(`{"reason":"Completed","format":"qcow2","unpackedSize":26214401,"storedSize":1000}`, 0)
+	w.reconcile()
+	img := w.image()
+	if img.Status.Phase != v1alpha2.ImageProvisioning || img.Status.Size.UnpackedBytes != "26214401" || img.Status.RegistryURL != "" || w.pod() != nil {
+		t.Fatalf("imported: %+v, importer %v", img.Status, w.pod() != nil)
+	}
+	w.reconcile() // the claim, the filler
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-tiny-uid-1"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if request := claim.Spec.Resources.Requests[corev1.ResourceStorage]; request.String() != "26Mi" || *claim.Spec.StorageClassName != "local" || claim.OwnerReferences[0].UID != "uid-1" {
+		t.Fatalf("claim %+v", claim)
+	}
+	filler := &corev1.Pod{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, filler); err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(filler.Spec.Containers[0].Args, " ")
+	if !strings.Contains(args, "--source-image=dvcr.d8-virtualization.svc/vi/ns1/tiny:latest") || !strings.Contains(args, "--destination-file=/data/disk.img --capacity=26214401") {
+		t.Fatalf("filler args %s", args)
+	}
+	secret := &corev1.Secret{}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, secret); err != nil || string(secret.Data["ca.crt"]) != "pem" {
+		t.Fatalf("filler secret %+v %v", secret.Data, err)
+	}
+	if s := w.image().Status; s.ClaimName != "vi-tiny-uid-1" || s.StorageClassName != "local" {
+		t.Fatalf("filling: %+v", s)
+	}
+	exited(`{"reason":"Completed","format":"raw","storedSize":4096}`, 0)(filler)
+	if err := w.c.Status().Update(context.Background(), filler); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	img = w.image()
+	if img.Status.Phase != v1alpha2.ImageReady || img.Status.ClaimName != "vi-tiny-uid-1" || img.Status.Size.StoredBytes != "4096" || img.Status.Format != "qcow2" {
+		t.Fatalf("filled: %+v", img.Status)
+	}
+	if got := w.images.refs; len(got) != 1 || got[0] != "dvcr.d8-virtualization.svc:5000/vi/ns1/tiny:latest" {
+		t.Fatalf("deleted from DVCR: %v", got)
+	}
+	w.reconcile() // the filler goes
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("filler left: %v", err)
+	}
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("filler secret left: %v", err)
+	}
+	if image.InDVCR(w.image()) {
+		t.Fatal("a Ready image on a claim is not in DVCR")
 	}
 }

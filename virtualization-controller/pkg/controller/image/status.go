@@ -1,6 +1,7 @@
 package image
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -9,10 +10,12 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/cvicondition"
+	"github.com/d8virt/api/core/v1alpha2/vicondition"
 	"github.com/d8virt/virtualization-controller/pkg/humansize"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 // The condition types and reasons both kinds share (cvicondition and vicondition spell them the
@@ -104,7 +107,8 @@ func ResultStatus(img Image, r contract.Result, registryURL string, now metav1.T
 }
 
 func copyStatus(img Image) Status {
-	s := Status{ImageStatus: *img.Status.ImageStatus.DeepCopy(), RegistryURL: img.Status.RegistryURL}
+	s := img.Status
+	s.ImageStatus = *img.Status.ImageStatus.DeepCopy()
 	s.ObservedGeneration = img.Object.GetGeneration()
 	return s
 }
@@ -113,4 +117,62 @@ func setCondition(s *Status, img Image, now metav1.Time, typ string, status meta
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now,
 	})
+}
+
+// The status of an image kept on a claim, after its import into DVCR.
+
+// ImportedStatus: the import into DVCR ended with r (Completed); the claim is filled next.
+func ImportedStatus(img Image, r contract.Result, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImageProvisioning
+	s.DownloadSpeed = nil
+	s.ImageUploadURLs = nil
+	s.Progress = "0%"
+	s.Format, s.CDROM = r.Format, r.CDROM
+	s.Size = v1alpha2.ImageStatusSize{
+		Stored: humansize.Format(r.StoredSize), StoredBytes: strconv.FormatInt(r.StoredSize, 10),
+		Unpacked: humansize.Format(r.UnpackedSize), UnpackedBytes: strconv.FormatInt(r.UnpackedSize, 10),
+	}
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the image is in DVCR; it is copied into a PersistentVolumeClaim next")
+	return s
+}
+
+// FillingStatus: the filler copies the image into claim (of class); p is its progress when it
+// could be read.
+func FillingStatus(img Image, claim, class string, p *importerprogress.Progress, now metav1.Time) Status {
+	s := ProvisioningStatus(img, p, now)
+	s.ClaimName, s.StorageClassName = claim, class
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: string(vicondition.StorageClassReadyType), Status: metav1.ConditionTrue,
+		Reason: string(vicondition.StorageClassReady), ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now})
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.Provisioning), "the image is being copied from DVCR into PersistentVolumeClaim "+claim)
+	return s
+}
+
+// FilledStatus: the claim holds the image (r is the filler's result: the blocks it takes).
+func FilledStatus(img Image, r contract.Result, now metav1.Time) Status {
+	s := copyStatus(img)
+	s.Phase = v1alpha2.ImageReady
+	s.Progress = "100%"
+	s.DownloadSpeed = nil
+	s.RegistryURL = ""
+	s.Size.Stored, s.Size.StoredBytes = humansize.Format(r.StoredSize), strconv.FormatInt(r.StoredSize, 10)
+	setCondition(&s, img, now, condReady, metav1.ConditionTrue, string(cvicondition.Ready), "")
+	return s
+}
+
+// StorageClassStatus: the image's claim cannot be made in its class (err is a
+// storageclass.Error): Pending while the class is missing, Failed when it must change.
+func StorageClassStatus(img Image, err error, now metav1.Time) Status {
+	s := copyStatus(img)
+	var e *storageclass.Error
+	missing := errors.As(err, &e) && e.Missing
+	reason := vicondition.StorageClassNotReady
+	s.Phase = v1alpha2.ImageFailed
+	if missing {
+		s.Phase, reason = v1alpha2.ImagePending, vicondition.StorageClassNotFound
+	}
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: string(vicondition.StorageClassReadyType), Status: metav1.ConditionFalse,
+		Reason: string(reason), Message: err.Error(), ObservedGeneration: img.Object.GetGeneration(), LastTransitionTime: now})
+	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.ProvisioningNotStarted), "the image's PersistentVolumeClaim cannot be made: "+err.Error())
+	return s
 }

@@ -25,14 +25,6 @@ type PodConfig struct {
 	UploadTimeout time.Duration
 }
 
-// DVCRCredentials are what an importer needs to read an image from DVCR: the puller's
-// .dockerconfigjson and DVCR's CA. The controller copies them into the importer's Secret, as a
-// Pod mounts Secrets of its own namespace only.
-type DVCRCredentials struct {
-	DockerConfigJSON []byte
-	CA               []byte
-}
-
 const (
 	diskDir = "/data"
 	// DevicePath is where a Block claim appears in the importer's container.
@@ -61,7 +53,7 @@ func UploaderName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-up
 // ImporterSecret holds the files the importer reads its source with that are not the user's
 // own Secret: the source's CA bundle, for a DVCR source the puller's credentials and DVCR's
 // CA, for an upload its token. It is nil when the source needs none.
-func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr DVCRCredentials) *corev1.Secret {
+func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr importerpod.DVCRCredentials) *corev1.Secret {
 	data := map[string][]byte{}
 	switch {
 	case src.Upload:

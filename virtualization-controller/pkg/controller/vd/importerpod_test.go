@@ -51,11 +51,11 @@ func TestImporterPod(t *testing.T) {
 			args:   []string{"--source-image=reg/disk:1", "--destination-file=" + DevicePath, "--source-auth-file=/etc/importer/pull/.dockerconfigjson"},
 			mounts: []string{"/scratch", "/etc/importer/pull"}, devices: []string{DevicePath}},
 		{name: "from DVCR", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("25Mi"), Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}},
-			secret: ImporterSecret(d, &Source{DVCR: true}, DVCRCredentials{DockerConfigJSON: []byte("{}"), CA: []byte("pem")}),
+			secret: ImporterSecret(d, &Source{DVCR: true}, importerpod.DVCRCredentials{DockerConfigJSON: []byte("{}"), CA: []byte("pem")}),
 			args:   []string{"--source-image=dvcr.ns.svc/cvi/tiny:latest", "--source-ca-bundle=/etc/importer/source/ca.crt", "--source-auth-file=/etc/importer/source/.dockerconfigjson"},
 			mounts: []string{"/scratch", "/data", "/etc/importer/source"}},
 		{name: "an upload into a device", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("1Gi"), Source: &Source{Upload: true}},
-			secret: ImporterSecret(uploadDisk, &Source{Upload: true}, DVCRCredentials{}),
+			secret: ImporterSecret(uploadDisk, &Source{Upload: true}, importerpod.DVCRCredentials{}),
 			args:   []string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s", "--destination-file=" + DevicePath},
 			mounts: []string{"/scratch", "/etc/importer/source"}, devices: []string{DevicePath}},
 		{name: "a Filesystem disk's copy", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("64Mi"), Source: &Source{Disk: readyDisk}},
@@ -119,7 +119,7 @@ func TestImporterPod(t *testing.T) {
 
 func TestImporterSecret(t *testing.T) {
 	d := disk(nil, "1Gi", "")
-	creds := DVCRCredentials{DockerConfigJSON: []byte(`{"auths":{}}`), CA: []byte("dvcr-ca")}
+	creds := importerpod.DVCRCredentials{DockerConfigJSON: []byte(`{"auths":{}}`), CA: []byte("dvcr-ca")}
 	if s := ImporterSecret(d, &Source{URL: "http://x"}, creds); s != nil {
 		t.Errorf("a plain URL gets a secret: %+v", s)
 	}
@@ -140,7 +140,7 @@ var uploadDisk = func() *v1alpha2.VirtualDisk {
 }()
 
 func TestUploader(t *testing.T) {
-	s := ImporterSecret(uploadDisk, &Source{Upload: true}, DVCRCredentials{CA: []byte("dvcr-ca")})
+	s := ImporterSecret(uploadDisk, &Source{Upload: true}, importerpod.DVCRCredentials{CA: []byte("dvcr-ca")})
 	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || len(s.Data) != 1 {
 		t.Errorf("upload secret %+v", s)
 	}

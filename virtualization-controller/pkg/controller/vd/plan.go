@@ -30,7 +30,11 @@ type Image struct {
 	UID   types.UID
 	Phase v1alpha2.ImagePhase
 	// RegistryURL is the image in DVCR (status.target.registryURL); empty for an image kept on a PVC.
-	RegistryURL   string
+	RegistryURL string
+	// Claim is the claim that keeps an image with storage PersistentVolumeClaim (with its volume
+	// mode: Block), copied as a disk is.
+	Claim         string
+	Block         bool
 	UnpackedBytes int64
 	CDROM         bool
 }
@@ -155,6 +159,9 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 			return Plan{}, problem
 		}
 		plan.Source = &Source{Image: img.RegistryURL, DVCR: true}
+		if img.RegistryURL == "" {
+			plan.Source = &Source{Disk: &SourceDisk{Claim: img.Claim, Block: img.Block}}
+		}
 		plan.SourceUID = img.UID
 		unpacked = img.UnpackedBytes
 	case ds.Type == v1alpha2.DataSourceTypeUpload:
@@ -216,8 +223,8 @@ func objectRefImage(vd *v1alpha2.VirtualDisk, img *Image) (*Image, *Problem) {
 		return nil, pending(vdcondition.DatasourceReadyType, string(notReady), "spec.dataSource.objectRef: %s is %s, not Ready: the disk waits for it", what, phaseOr(img.Phase))
 	case img.CDROM:
 		return nil, failed(vdcondition.DatasourceReadyType, "ISOSourceRefused", "spec.dataSource.objectRef: %s is an ISO image (a CD-ROM), which cannot be a disk: attach it to the virtual machine as a CD-ROM instead", what)
-	case img.RegistryURL == "":
-		return nil, pending(vdcondition.DatasourceReadyType, "UnsupportedDataSource", "spec.dataSource.objectRef: %s is kept on a PersistentVolumeClaim, which this version of virtualization-controller cannot copy yet: use an image with storage ContainerRegistry", what)
+	case img.RegistryURL == "" && img.Claim == "":
+		return nil, pending(vdcondition.DatasourceReadyType, string(notReady), "spec.dataSource.objectRef: %s has neither an image in DVCR nor a PersistentVolumeClaim yet: the disk waits for it", what)
 	}
 	return img, nil
 }

@@ -254,6 +254,14 @@ func (r *Reconciler) deps(ctx context.Context, vd *v1alpha2.VirtualDisk) (Deps, 
 		vi := &v1alpha2.VirtualImage{}
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: ds.ObjectRef.Name}, vi); err == nil {
 			d.Image = imageOf(vi.UID, vi.Status.ImageStatus, vi.Status.Target.RegistryURL)
+			if name := vi.Status.Target.PersistentVolumeClaimName; name != "" && vi.Status.Target.RegistryURL == "" {
+				pvc := &corev1.PersistentVolumeClaim{}
+				if err := r.client.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: name}, pvc); err != nil {
+					return d, fmt.Errorf("get the image's claim: %w", err)
+				}
+				d.Image.Claim = name
+				d.Image.Block = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
+			}
 		} else if !apierrors.IsNotFound(err) {
 			return d, fmt.Errorf("get virtual image: %w", err)
 		}
@@ -402,10 +410,10 @@ func (r *Reconciler) recordSize(ctx context.Context, vd *v1alpha2.VirtualDisk, i
 // putImporterSecret creates the importer's Secret when src needs one, and returns it (nil when
 // not).
 func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.VirtualDisk, src *Source) (*corev1.Secret, error) {
-	var dvcr DVCRCredentials
+	var dvcr importerpod.DVCRCredentials
 	if src.DVCR {
 		var err error
-		if dvcr, err = r.dvcrCredentials(ctx); err != nil {
+		if dvcr, err = importerpod.ReadDVCRCredentials(ctx, r.apiReader, r.cfg.Namespace, r.cfg.DVCRPullerSecret, r.cfg.DVCRTLSSecret); err != nil {
 			return nil, err
 		}
 	}
@@ -456,17 +464,6 @@ func (r *Reconciler) addUploadToken(ctx context.Context, vd *v1alpha2.VirtualDis
 
 func isUpload(vd *v1alpha2.VirtualDisk) bool {
 	return vd.Spec.DataSource != nil && vd.Spec.DataSource.Type == v1alpha2.DataSourceTypeUpload
-}
-
-func (r *Reconciler) dvcrCredentials(ctx context.Context) (DVCRCredentials, error) {
-	var auth, tls corev1.Secret
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.DVCRPullerSecret}, &auth); err != nil {
-		return DVCRCredentials{}, fmt.Errorf("DVCR puller secret: %w", err)
-	}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.DVCRTLSSecret}, &tls); err != nil {
-		return DVCRCredentials{}, fmt.Errorf("DVCR TLS secret: %w", err)
-	}
-	return DVCRCredentials{DockerConfigJSON: auth.Data[corev1.DockerConfigJsonKey], CA: tls.Data[keyCA]}, nil
 }
 
 // recordResult takes the ended importer's result: a disk marks its claim provisioned; anything

@@ -27,14 +27,23 @@ func (Kind) Storage(o client.Object) v1alpha2.ImageStorage {
 	return o.(*v1alpha2.VirtualImage).Spec.Storage
 }
 
+func (Kind) StorageClass(o client.Object) *string {
+	if pvc := o.(*v1alpha2.VirtualImage).Spec.PersistentVolumeClaim; pvc != nil {
+		return pvc.StorageClassName
+	}
+	return nil
+}
+
 func (Kind) Status(o client.Object) image.Status {
 	s := o.(*v1alpha2.VirtualImage).Status
-	return image.Status{ImageStatus: s.ImageStatus, RegistryURL: s.Target.RegistryURL}
+	return image.Status{ImageStatus: s.ImageStatus, RegistryURL: s.Target.RegistryURL,
+		ClaimName: s.Target.PersistentVolumeClaimName, StorageClassName: s.StorageClassName}
 }
 
 func (Kind) SetStatus(o client.Object, s image.Status) {
 	v := o.(*v1alpha2.VirtualImage)
 	v.Status.ImageStatus, v.Status.Target.RegistryURL = s.ImageStatus, s.RegistryURL
+	v.Status.Target.PersistentVolumeClaimName, v.Status.StorageClassName = s.ClaimName, s.StorageClassName
 }
 
 // Source: a VirtualImage reads its pull secret and its source objects (but a cluster image)
