@@ -45,6 +45,7 @@ func TestVirtualDisk(t *testing.T) {
 	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
 	t.Run("SizedBySource", func(t *testing.T) { testSizedBySource(t, st) })
 	t.Run("ImageAndDiskFromDisk", func(t *testing.T) { testImageFromDisk(t, st) })
+	t.Run("ImageOnClaim", func(t *testing.T) { testImageOnClaim(t, st) })
 	// The class goes after the namespace (cleanups run last first): its volumes are deleted first.
 	block := st.blockClass(t)
 	ns := st.namespace(t, fmt.Sprintf("vd-boot-%d", os.Getpid()))
@@ -258,6 +259,39 @@ func testImageFromDisk(t *testing.T, st *stack) {
 	}
 	st.compareDisk(t, ctx, ns, cloned.Status.Target.PersistentVolumeClaimName, st.guestDisk)
 	st.nothingLeft(t, ns, "no exporter or importer left")
+}
+
+// testImageOnClaim: a VirtualImage with storage PersistentVolumeClaim is imported into DVCR,
+// then copied into a claim of its namespace (its disk.img the guest's disk); a disk made from
+// it copies that claim; no filler, importer or Secret is left.
+func testImageOnClaim(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	ns := st.namespace(t, fmt.Sprintf("vi-on-claim-%d", os.Getpid()))
+	vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-claim"}}
+	vi.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim
+	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP,
+		HTTP: &v1alpha2.DataSourceHTTP{URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}}
+	if err := st.admin.Create(ctx, vi); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.admin.Delete(context.Background(), vi) })
+	eventually(t, 3*time.Minute, "the VirtualImage Ready", func(ctx context.Context) error {
+		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(vi), vi); err != nil {
+			return err
+		}
+		if vi.Status.Phase != v1alpha2.ImageReady {
+			return fmt.Errorf("phase %s: %+v", vi.Status.Phase, vi.Status.Conditions)
+		}
+		return nil
+	})
+	if vi.Status.Target.PersistentVolumeClaimName == "" || vi.Status.Target.RegistryURL != "" || vi.Status.StorageClassName == "" || vi.Status.Size.UnpackedBytes != strconv.Itoa(25<<20) {
+		t.Fatalf("status %+v", vi.Status)
+	}
+	st.compareDisk(t, ctx, ns, vi.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+	copied, _ := st.createReady(t, ctx, newDisk(ns, "from-claim", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
+		ObjectRef: &v1alpha2.VirtualDiskObjectRef{Kind: v1alpha2.VirtualImageKind, Name: vi.Name}}, "64Mi", ""))
+	st.compareDisk(t, ctx, ns, copied.Status.Target.PersistentVolumeClaimName, st.guestDisk)
+	st.nothingLeft(t, ns, "no filler or importer left")
 }
 
 // testSizedBySource: a disk from a URL without a size gets its source's unpacked size (25Mi for
