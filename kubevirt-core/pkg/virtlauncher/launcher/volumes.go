@@ -170,15 +170,16 @@ const (
 // launcher cannot read the claim itself), as KubeVirt makes it, so an empty claim is a blank disk.
 // With expand, an image smaller than that grows to it, as far as the file system holds it
 // (KubeVirt's disk expansion: a claim that grew gives the guest a larger disk at its next
-// start); the grown sizes are returned, 0 and 0 when nothing grew. available tells the free
-// bytes of a directory's file system.
+// start); the grown sizes are returned, 0 and 0 when nothing grew. A read-only claim (an
+// image's) is never written, so never grown. available tells the free bytes of a directory's
+// file system.
 func preparePVCDisk(vmi *kubevirtv1.VirtualMachineInstance, v *kubevirtv1.Volume, mountDir string, expand bool, available func(string) (int64, error)) (path string, from, to int64, err error) {
 	dir := filepath.Join(mountDir, v.Name)
 	path = filepath.Join(dir, "disk.img")
 	info := claimInfo(vmi, v.Name)
 	st, err := os.Stat(path)
 	switch {
-	case err == nil && expand && info != nil:
+	case err == nil && expand && info != nil && !v.PersistentVolumeClaim.ReadOnly:
 		from, to, err = expandPVCImage(info, path, st.Size(), available)
 		return path, from, to, err
 	case !errors.Is(err, os.ErrNotExist):

@@ -80,6 +80,7 @@ func TestPreparePVCDisk(t *testing.T) {
 		noMount  bool
 		existing []byte
 		expand   bool
+		readOnly bool
 		free     int64
 		wantSize int64
 		wantErr  string
@@ -99,6 +100,7 @@ func TestPreparePVCDisk(t *testing.T) {
 		{name: "grows as far as the space goes", info: pvcInfo("128Mi", ""), existing: []byte("guest data"), expand: true, free: 64 * mib, wantSize: 63 * mib},
 		{name: "a larger image is not cut", info: pvcInfo("1Mi", ""), existing: make([]byte, 2*mib), expand: true, free: 1 << 40, wantSize: 2 * mib},
 		{name: "no claim status: kept", existing: []byte("guest data"), expand: true, wantSize: 10},
+		{name: "a read-only claim's image is not grown", info: pvcInfo("1Mi", ""), existing: []byte("image"), expand: true, readOnly: true, free: 1 << 40, wantSize: 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +122,7 @@ func TestPreparePVCDisk(t *testing.T) {
 				vmi.Status.VolumeStatus = []kubevirtv1.VolumeStatus{{Name: "other"}, {Name: "data", PersistentVolumeClaimInfo: tt.info}}
 			}
 			vol := &kubevirtv1.Volume{Name: "data", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"},
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data", ReadOnly: tt.readOnly},
 			}}}
 			available := func(d string) (int64, error) {
 				if d != dir {
