@@ -190,6 +190,64 @@ func checkVirtualMachineBlockDeviceAttachment(t *testing.T, ctx context.Context,
 	wait("vd/module-e2e-hotplug", "delete", 2*time.Minute)
 }
 
+// vmbdaImageManifest: a VirtualImage on a claim, made from the ClusterVirtualImage %[2]s, and
+// the attachment that plugs it into the VM %[1]s, read-only.
+const vmbdaImageManifest = `apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualImage
+metadata:
+  name: module-e2e-hotplug-image
+  namespace: default
+spec:
+  storage: PersistentVolumeClaim
+  dataSource:
+    type: ObjectRef
+    objectRef: {kind: ClusterVirtualImage, name: %[2]s}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-image
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: VirtualImage, name: module-e2e-hotplug-image}
+`
+
+// checkImageAttachment hot-plugs a VirtualImage kept on a claim (made from the cluster image
+// root) into the running VM vm: the guest sees a read-only SCSI disk of the image's size, which
+// goes when the attachment is deleted.
+func checkImageAttachment(t *testing.T, ctx context.Context, st *stack, vm, root string) {
+	t.Helper()
+	t.Log("a VirtualMachineBlockDeviceAttachment hot-plugs a VirtualImage kept on a claim, read-only")
+	kc := st.s.KubeconfigPath()
+	manifest := filepath.Join(t.TempDir(), "vmbda-image.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(vmbdaImageManifest, vm, root)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer st.kubectl(t, kc, "delete", "-f", manifest, "--ignore-not-found", "--timeout=2m")
+	start := time.Now()
+	st.kubectl(t, kc, "apply", "-f", manifest)
+	st.kubectl(t, kc, "-n", "default", "wait", "vi/module-e2e-hotplug-image", "--for=jsonpath={.status.phase}=Ready", "--timeout=4m")
+	st.kubectl(t, kc, "-n", "default", "wait", "vmbda/module-e2e-hotplug-image", "--for=jsonpath={.status.phase}=Attached", "--timeout=3m")
+	t.Logf("the image on a claim made and attached in %s", time.Since(start).Round(100*time.Millisecond))
+	unpacked, err := strconv.ParseInt(st.kubectl(t, kc, "-n", "default", "get", "vi/module-e2e-hotplug-image", "-o", "jsonpath={.status.size.unpackedBytes}"), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := openConsole(t, ctx, st.kubevirt, vm)
+	defer func() { _ = con.Close() }()
+	dev := waitGuestDisk(t, con, true)
+	if got := guestValue(t, con, "ro", `echo "ro=[$(cat /sys/block/`+dev+`/ro)]"`); got != "1" {
+		t.Errorf("the guest's %s is not read-only: ro=%s", dev, got)
+	}
+	sectors, err := strconv.ParseInt(guestValue(t, con, "size", `echo "size=[$(cat /sys/block/`+dev+`/size)]"`), 10, 64)
+	if err != nil || sectors*512 < unpacked || sectors*512 > unpacked+1<<20 {
+		t.Errorf("the guest's %s has %d sectors (%v), want the image's %d bytes", dev, sectors, err, unpacked)
+	}
+	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug-image", "--timeout=2m")
+	waitGuestDisk(t, con, false)
+}
+
 // waitGuestDisk waits until the guest sees a SCSI disk (present) or none, and returns its name.
 func waitGuestDisk(t *testing.T, con *guesttest.Console, present bool) string {
 	t.Helper()

@@ -30,6 +30,8 @@ type Inputs struct {
 	VMI *kubevirtv1.VirtualMachineInstance
 	// Disk is the VirtualDisk of a VirtualDisk ref, nil when not found.
 	Disk *v1alpha2.VirtualDisk
+	// Image is the VirtualImage of a VirtualImage ref, nil when not found.
+	Image *v1alpha2.VirtualImage
 	// SpecUsers are the VirtualMachines of the namespace whose spec.blockDeviceRefs name the disk.
 	SpecUsers []string
 	// Others are the namespace's attachments (of any device and machine).
@@ -109,12 +111,13 @@ func Decide(in Inputs) Decision {
 		d.Action = ActionAddFinalizer
 		return d
 	}
-	diskOK, diskMsg, claim := diskReady(a.Spec.BlockDeviceRef, in.Disk)
+	dev := device(a.Spec.BlockDeviceRef, in.Disk, in.Image)
+	diskOK, diskMsg := dev.Ready, dev.Reason
 	set(vmbdacondition.TypeBlockDeviceReady, diskOK, reasonBool(diskOK, string(vmbdacondition.ReasonBlockDeviceReady), string(vmbdacondition.ReasonBlockDeviceNotReady)), diskMsg)
 	vmOK, vmMsg := vmReady(a.Spec.VirtualMachineName, in.VM, in.VMI)
 	set(vmbdacondition.TypeVirtualMachineReady, vmOK, reasonBool(vmOK, string(vmbdacondition.ReasonVirtualMachineReady), string(vmbdacondition.ReasonVirtualMachineNotReady)), vmMsg)
 
-	if msg := conflict(a, in.SpecUsers, in.Others); msg != "" {
+	if msg := conflict(a, in.SpecUsers, in.Others, dev.ReadOnly); msg != "" {
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonConflict), msg)
 		return d
@@ -130,7 +133,7 @@ func Decide(in Inputs) Decision {
 		set(vmbdacondition.TypeDiskAttachmentCapacityAvailable, room, reasonBool(room, string(vmbdacondition.ReasonCapacityAvailable), string(vmbdacondition.ReasonCapacityReached)), msg)
 	}
 	switch {
-	case a.Spec.BlockDeviceRef.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
+	case dev.Unsupported:
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), diskMsg)
 		return d
@@ -150,14 +153,14 @@ func Decide(in Inputs) Decision {
 		return d
 	case !hp.inSpec:
 		d.Action = ActionAttach
-		d.Add = AddVolumeOptions(volume, a.Spec.BlockDeviceRef.Name, claim)
+		d.Add = AddVolumeOptions(volume, a.Spec.BlockDeviceRef.Name, dev.ClaimName, dev.ReadOnly)
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonAttachmentRequestSent), "the disk is being plugged into the guest")
 		return d
 	case hp.status != nil && hp.status.Phase == kubevirtv1.VolumeReady:
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseAttached
 		set(vmbdacondition.TypeAttached, true, string(vmbdacondition.ReasonAttached),
-			fmt.Sprintf("VirtualDisk %s is plugged into VirtualMachine %s as %s", a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, hp.status.Target))
+			fmt.Sprintf("%s %s is plugged into VirtualMachine %s as %s", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, hp.status.Target))
 		return d
 	}
 	d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
@@ -174,16 +177,17 @@ func Decide(in Inputs) Decision {
 	return d
 }
 
-// AddVolumeOptions is the addvolume body for a disk: its claim as a hot-pluggable volume on the
-// SCSI bus (KubeVirt's default for hotplug), the disk's name as the serial the guest sees.
-func AddVolumeOptions(volume, disk, claim string) *kubevirtv1.AddVolumeOptions {
+// AddVolumeOptions is the addvolume body for a disk (or an image on a claim, readOnly): its claim
+// as a hot-pluggable volume on the SCSI bus (KubeVirt's default for hotplug), the device's name as
+// the serial the guest sees.
+func AddVolumeOptions(volume, name, claim string, readOnly bool) *kubevirtv1.AddVolumeOptions {
 	return &kubevirtv1.AddVolumeOptions{
 		Name: volume,
-		Disk: &kubevirtv1.Disk{Name: volume, Serial: disk,
-			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}}},
+		Disk: &kubevirtv1.Disk{Name: volume, Serial: name,
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI, ReadOnly: readOnly}}},
 		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
 			Hotpluggable:                      true,
-			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly},
 		}},
 	}
 }
@@ -220,20 +224,45 @@ func hotpluggable(v kubevirtv1.Volume) bool {
 		(v.DataVolume != nil && v.DataVolume.Hotpluggable)
 }
 
-// diskReady says whether the disk can be plugged in, as the VM controller judges a disk of a
-// spec (Ready, or WaitForFirstConsumer: the attachment Pod is the first consumer), and its claim.
-func diskReady(ref v1alpha2.VMBDAObjectRef, disk *v1alpha2.VirtualDisk) (bool, string, string) {
+// plug is the device an attachment plugs in, as the VM controller judges a device of a spec.
+type plug struct {
+	Ready  bool
+	Reason string
+	// Unsupported: it can never be plugged in (the attachment fails).
+	Unsupported bool
+	ClaimName   string
+	ReadOnly    bool
+}
+
+// device says whether the attachment's device can be plugged in: a VirtualDisk (Ready, or
+// WaitForFirstConsumer: the attachment Pod is its consumer), or a VirtualImage kept on a claim,
+// read-only. The core hot-plugs claims, not container disks: an image in DVCR, a
+// ClusterVirtualImage, or an ISO (a CD-ROM) cannot be hot-plugged.
+func device(ref v1alpha2.VMBDAObjectRef, disk *v1alpha2.VirtualDisk, vi *v1alpha2.VirtualImage) plug {
 	switch {
+	case ref.Kind == v1alpha2.VMBDAObjectRefKindVirtualImage:
+		d := vm.VirtualImageDevice(v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualImage, Name: ref.Name}, vi)
+		switch {
+		case vi != nil && vi.DeletionTimestamp != nil:
+			return plug{Reason: fmt.Sprintf("VirtualImage %s is being deleted", ref.Name)}
+		case !d.Ready:
+			return plug{Reason: d.Reason}
+		case d.CDROM:
+			return plug{Unsupported: true, Reason: fmt.Sprintf("VirtualImage %s is an ISO image (a CD-ROM), which cannot be hot-plugged: add it to the VirtualMachine's spec.blockDeviceRefs", ref.Name)}
+		case d.ClaimName == "":
+			return plug{Unsupported: true, Reason: fmt.Sprintf("VirtualImage %s is kept in DVCR (storage ContainerRegistry), which cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can", ref.Name)}
+		}
+		return plug{Ready: true, Reason: fmt.Sprintf("VirtualImage %s is ready", ref.Name), ClaimName: d.ClaimName, ReadOnly: true}
 	case ref.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
-		return false, fmt.Sprintf("spec.blockDeviceRef.kind %s cannot be hot-plugged yet: only a VirtualDisk can", ref.Kind), ""
+		return plug{Unsupported: true, Reason: fmt.Sprintf("spec.blockDeviceRef.kind %s cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can", ref.Kind)}
 	case disk != nil && disk.DeletionTimestamp != nil:
-		return false, fmt.Sprintf("VirtualDisk %s is being deleted", ref.Name), ""
+		return plug{Reason: fmt.Sprintf("VirtualDisk %s is being deleted", ref.Name)}
 	}
 	d := vm.DiskDevice(v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualDisk, Name: ref.Name}, disk)
 	if !d.Ready {
-		return false, d.Reason, ""
+		return plug{Reason: d.Reason}
 	}
-	return true, fmt.Sprintf("VirtualDisk %s is ready", ref.Name), d.ClaimName
+	return plug{Ready: true, Reason: fmt.Sprintf("VirtualDisk %s is ready", ref.Name), ClaimName: d.ClaimName}
 }
 
 func vmReady(name string, machine *v1alpha2.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, string) {
@@ -254,16 +283,19 @@ func vmReady(name string, machine *v1alpha2.VirtualMachine, vmi *kubevirtv1.Virt
 
 // conflict says why the attachment cannot plug its disk in: the disk is in a VM's spec, or an
 // older attachment that has not failed plugs it in (only the first one is processed, as the
-// reference's).
-func conflict(a *v1alpha2.VirtualMachineBlockDeviceAttachment, specUsers []string, others []v1alpha2.VirtualMachineBlockDeviceAttachment) string {
+// reference's). A read-only image may be in many machines, once in each.
+func conflict(a *v1alpha2.VirtualMachineBlockDeviceAttachment, specUsers []string, others []v1alpha2.VirtualMachineBlockDeviceAttachment, shared bool) string {
 	ref := a.Spec.BlockDeviceRef
-	if len(specUsers) > 0 {
-		return fmt.Sprintf("%s %s is already attached to VirtualMachine %s (its spec.blockDeviceRefs)", ref.Kind, ref.Name, specUsers[0])
+	for _, u := range specUsers {
+		if !shared || u == a.Spec.VirtualMachineName {
+			return fmt.Sprintf("%s %s is already attached to VirtualMachine %s (its spec.blockDeviceRefs)", ref.Kind, ref.Name, u)
+		}
 	}
 	for i := range others {
 		o := &others[i]
 		if o.UID == a.UID || o.Spec.BlockDeviceRef != ref || o.DeletionTimestamp != nil ||
-			o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseFailed || !older(o, a) {
+			o.Status.Phase == v1alpha2.BlockDeviceAttachmentPhaseFailed || !older(o, a) ||
+			(shared && o.Spec.VirtualMachineName != a.Spec.VirtualMachineName) {
 			continue
 		}
 		return fmt.Sprintf("%s %s is already attached to VirtualMachine %s by VirtualMachineBlockDeviceAttachment %s",

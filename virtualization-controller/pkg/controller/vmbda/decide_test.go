@@ -67,6 +67,26 @@ func bootedFrom(disk string) *kubevirtv1.VirtualMachineInstance {
 	return v
 }
 
+// imageAttachment attaches the VirtualImage img to vm.
+func imageAttachment(name string) *v1alpha2.VirtualMachineBlockDeviceAttachment {
+	return attachment(name, "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) { a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindVirtualImage })
+}
+
+// imageElsewhere attaches img to another machine: no conflict for a read-only image.
+var imageElsewhere = attachment("elsewhere", "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+	a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindVirtualImage
+	a.Spec.VirtualMachineName, a.Status.Phase = "other-vm", v1alpha2.BlockDeviceAttachmentPhaseAttached
+	a.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+})
+
+// imageOnClaim is the Ready VirtualImage img kept on a claim (an ISO with cdrom).
+func imageOnClaim(cdrom bool) *v1alpha2.VirtualImage {
+	v := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "img"}}
+	v.Status.Phase, v.Status.CDROM = v1alpha2.ImageReady, cdrom
+	v.Status.Target.PersistentVolumeClaimName = "vi-img-claim"
+	return v
+}
+
 func TestDecide(t *testing.T) {
 	older := attachment("first", "data", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
 		a.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
@@ -168,11 +188,30 @@ func TestDecide(t *testing.T) {
 			in: Inputs{VMBDA: older, VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data"),
 				Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*attachment("a", "data"), *older}},
 			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
-		{name: "an image cannot be hot-plugged yet",
+		{name: "a cluster image cannot be hot-plugged",
 			in: Inputs{VMBDA: attachment("a", "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
 				a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindClusterVirtualImage
 			}), VM: runningVM(), VMI: vmi("img", "", "")},
-			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "spec.blockDeviceRef.kind ClusterVirtualImage cannot be hot-plugged yet"},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "spec.blockDeviceRef.kind ClusterVirtualImage cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can"},
+		{name: "an image on a claim: addvolume, read-only",
+			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(false), SpecUsers: []string{"other-vm"}, Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*imageElsewhere}},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "an image on a claim already in the VM's spec",
+			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(false), SpecUsers: []string{"vm"}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict", message: "VirtualImage img is already attached to VirtualMachine vm (its spec.blockDeviceRefs)"},
+		{name: "an image in DVCR cannot be hot-plugged",
+			in: Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: func() *v1alpha2.VirtualImage {
+				v := imageOnClaim(false)
+				v.Status.Target = v1alpha2.VirtualImageStatusTarget{RegistryURL: "dvcr/vi/ns/img:latest"}
+				return v
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "VirtualImage img is kept in DVCR (storage ContainerRegistry), which cannot be hot-plugged"},
+		{name: "an ISO cannot be hot-plugged",
+			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(true)},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "is an ISO image (a CD-ROM), which cannot be hot-plugged"},
+		{name: "an image not found",
+			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", "")},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "VirtualImage img not found"},
 		{name: "deleted while plugged in: removevolume",
 			in:     Inputs{VMBDA: attachment("a", "data", deleting), VM: runningVM(), VMI: vmi("data", kubevirtv1.VolumeReady, ""), Disk: readyDisk("data")},
 			action: ActionDetach, phase: v1alpha2.BlockDeviceAttachmentPhaseTerminating, reason: "NotAttached", message: "being unplugged"},
@@ -229,11 +268,13 @@ func TestDecide(t *testing.T) {
 }
 
 func TestAddVolumeOptions(t *testing.T) {
-	opts := AddVolumeOptions("vd-data", "data", "vd-data-claim")
-	pvc := opts.VolumeSource.PersistentVolumeClaim
-	if opts.Name != "vd-data" || opts.Disk.Name != "vd-data" || opts.Disk.Serial != "data" || opts.Disk.Disk.Bus != kubevirtv1.DiskBusSCSI ||
-		pvc == nil || !pvc.Hotpluggable || pvc.ClaimName != "vd-data-claim" {
-		t.Errorf("AddVolumeOptions = %+v", opts)
+	for _, readOnly := range []bool{false, true} {
+		opts := AddVolumeOptions("vd-data", "data", "vd-data-claim", readOnly)
+		pvc := opts.VolumeSource.PersistentVolumeClaim
+		if opts.Name != "vd-data" || opts.Disk.Name != "vd-data" || opts.Disk.Serial != "data" || opts.Disk.Disk.Bus != kubevirtv1.DiskBusSCSI ||
+			pvc == nil || !pvc.Hotpluggable || pvc.ClaimName != "vd-data-claim" || pvc.ReadOnly != readOnly || opts.Disk.Disk.ReadOnly != readOnly {
+			t.Errorf("AddVolumeOptions(readOnly %v) = %+v", readOnly, opts)
+		}
 	}
 }
 
@@ -253,5 +294,13 @@ func TestPhaseEvent(t *testing.T) {
 		if e.Type != tc.kind || e.Reason != tc.reason || e.Note != "Phase "+string(tc.phase)+": why" {
 			t.Errorf("PhaseEvent(%s) = %+v", tc.phase, e)
 		}
+	}
+}
+
+func TestDecideImageOnClaim(t *testing.T) {
+	d := Decide(Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(false), Now: now})
+	if d.Action != ActionAttach || d.Volume != "vi-img" || d.Add.VolumeSource.PersistentVolumeClaim.ClaimName != "vi-img-claim" ||
+		!d.Add.VolumeSource.PersistentVolumeClaim.ReadOnly || !d.Add.Disk.Disk.ReadOnly {
+		t.Fatalf("decision %+v, add %+v", d, d.Add)
 	}
 }

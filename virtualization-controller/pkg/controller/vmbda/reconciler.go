@@ -58,13 +58,14 @@ func NewReconciler(c client.Client, hotplug Hotplug, clk clock.PassiveClock, rec
 	return &Reconciler{client: c, hotplug: hotplug, clock: clk, recorder: recorder}
 }
 
-// SetupWithManager watches attachments, and the VMs, VMIs and disks they name.
+// SetupWithManager watches attachments, and the VMs, VMIs, disks and images they name.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha2.VirtualMachineBlockDeviceAttachment{}).
 		Watches(&v1alpha2.VirtualMachine{}, r.naming(byMachine)).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, r.naming(byMachine)).
-		Watches(&v1alpha2.VirtualDisk{}, r.naming(byDisk)).
+		Watches(&v1alpha2.VirtualDisk{}, r.naming(byRef(v1alpha2.VMBDAObjectRefKindVirtualDisk))).
+		Watches(&v1alpha2.VirtualImage{}, r.naming(byRef(v1alpha2.VMBDAObjectRefKindVirtualImage))).
 		Named("virtualmachineblockdeviceattachment").
 		Complete(r)
 }
@@ -73,8 +74,11 @@ func byMachine(a *v1alpha2.VirtualMachineBlockDeviceAttachment, o client.Object)
 	return a.Spec.VirtualMachineName == o.GetName()
 }
 
-func byDisk(a *v1alpha2.VirtualMachineBlockDeviceAttachment, o client.Object) bool {
-	return a.Spec.BlockDeviceRef.Kind == v1alpha2.VMBDAObjectRefKindVirtualDisk && a.Spec.BlockDeviceRef.Name == o.GetName()
+// byRef matches the attachments of a device of kind.
+func byRef(kind v1alpha2.VMBDAObjectRefKind) func(*v1alpha2.VirtualMachineBlockDeviceAttachment, client.Object) bool {
+	return func(a *v1alpha2.VirtualMachineBlockDeviceAttachment, o client.Object) bool {
+		return a.Spec.BlockDeviceRef.Kind == kind && a.Spec.BlockDeviceRef.Name == o.GetName()
+	}
 }
 
 // naming maps an object to the attachments of its namespace that name it.
@@ -124,8 +128,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	case ActionAttach:
 		if err := r.hotplug.AddVolume(ctx, a.Namespace, a.Spec.VirtualMachineName, d.Add); err != nil {
-			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedAttach", "Attach", "Error plugging VirtualDisk %s into VirtualMachine %s: %v",
-				a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, err)
+			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedAttach", "Attach", "Error plugging %s %s into VirtualMachine %s: %v",
+				a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, err)
 			return ctrl.Result{}, fmt.Errorf("attach: %w", err)
 		}
 		log.FromContext(ctx).Info("addvolume sent", "virtualMachine", a.Spec.VirtualMachineName, "volume", d.Volume)
@@ -133,8 +137,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err := r.hotplug.RemoveVolume(ctx, a.Namespace, a.Spec.VirtualMachineName, &kubevirtv1.RemoveVolumeOptions{Name: d.Volume})
 		// A volume the VMI no longer has (the cache lagged) is unplugged already.
 		if err != nil && !apierrors.IsNotFound(err) {
-			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedDetach", "Detach", "Error unplugging VirtualDisk %s from VirtualMachine %s: %v",
-				a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, err)
+			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedDetach", "Detach", "Error unplugging %s %s from VirtualMachine %s: %v",
+				a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, err)
 			return ctrl.Result{}, fmt.Errorf("detach: %w", err)
 		}
 		log.FromContext(ctx).Info("removevolume sent", "virtualMachine", a.Spec.VirtualMachineName, "volume", d.Volume)
@@ -160,10 +164,14 @@ func (r *Reconciler) inputs(ctx context.Context, a *v1alpha2.VirtualMachineBlock
 		return in, err
 	}
 	ref := a.Spec.BlockDeviceRef
-	if ref.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk {
-		return in, nil
+	refKey := types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}
+	switch ref.Kind {
+	case v1alpha2.VMBDAObjectRefKindVirtualDisk:
+		in.Disk, err = kubeget.Optional(ctx, r.client, refKey, &v1alpha2.VirtualDisk{})
+	case v1alpha2.VMBDAObjectRefKindVirtualImage:
+		in.Image, err = kubeget.Optional(ctx, r.client, refKey, &v1alpha2.VirtualImage{})
 	}
-	if in.Disk, err = kubeget.Optional(ctx, r.client, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, &v1alpha2.VirtualDisk{}); err != nil {
+	if err != nil {
 		return in, err
 	}
 	var vms v1alpha2.VirtualMachineList
