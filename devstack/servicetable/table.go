@@ -19,6 +19,8 @@ type Port struct {
 	Name     string
 	Protocol corev1.Protocol
 	Port     int32
+	// NodePort is the port every node serves it at too (a NodePort Service's), 0 for none.
+	NodePort int32
 	// Backends are the ready endpoints' addresses with the port's target port, sorted.
 	Backends []netip.AddrPort
 }
@@ -86,7 +88,7 @@ func Build(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) Table {
 			if proto == "" {
 				proto = corev1.ProtocolTCP
 			}
-			s.Ports = append(s.Ports, Port{Name: sp.Name, Protocol: proto, Port: sp.Port, Backends: backends(bySvc[key], sp.Name, proto)})
+			s.Ports = append(s.Ports, Port{Name: sp.Name, Protocol: proto, Port: sp.Port, NodePort: sp.NodePort, Backends: backends(bySvc[key], sp.Name, proto)})
 		}
 		t[key] = s
 	}

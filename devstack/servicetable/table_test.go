@@ -55,6 +55,11 @@ func TestBuild(t *testing.T) {
 		want: Table{key("web"): {NamespacedName: key("web"), ClusterIP: netip.MustParseAddr("10.96.0.20"),
 			Ports: []Port{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}},
 	}, {
+		name: "a node port",
+		svcs: []*corev1.Service{svc("web", "10.96.0.20", corev1.ServicePort{Name: "http", Port: 80, NodePort: 30080})},
+		want: Table{key("web"): {NamespacedName: key("web"), ClusterIP: netip.MustParseAddr("10.96.0.20"),
+			Ports: []Port{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}}},
+	}, {
 		name: "headless with hostnames; a slice of another service is ignored",
 		svcs: []*corev1.Service{svc("db", corev1.ClusterIPNone)},
 		slices: []*discoveryv1.EndpointSlice{

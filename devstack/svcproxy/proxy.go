@@ -23,9 +23,11 @@ import (
 	"github.com/d8virt/devstack/servicetable"
 )
 
-// Frontends is what the proxy should serve: for each cluster IP and port, the endpoints behind
-// it. Only TCP ports are served; the others are returned as skipped ("ns/name:port/proto").
-func Frontends(t servicetable.Table) (map[netip.AddrPort][]netip.AddrPort, []string) {
+// Frontends is what the proxy should serve: for each cluster IP and port, and for each node
+// port at node (the nodes' address: the local stack's nodes share one, the bridge's), the
+// endpoints behind it. Only TCP ports are served; the others are returned as skipped
+// ("ns/name:port/proto").
+func Frontends(t servicetable.Table, node netip.Addr) (map[netip.AddrPort][]netip.AddrPort, []string) {
 	out := map[netip.AddrPort][]netip.AddrPort{}
 	var skipped []string
 	for _, s := range t {
@@ -38,6 +40,9 @@ func Frontends(t servicetable.Table) (map[netip.AddrPort][]netip.AddrPort, []str
 				continue
 			}
 			out[netip.AddrPortFrom(s.ClusterIP, uint16(p.Port))] = p.Backends
+			if p.NodePort != 0 && node.IsValid() {
+				out[netip.AddrPortFrom(node, uint16(p.NodePort))] = p.Backends
+			}
 		}
 	}
 	return out, skipped

@@ -20,15 +20,19 @@ func TestFrontends(t *testing.T) {
 	be := []netip.AddrPort{netip.MustParseAddrPort("10.213.0.5:8080")}
 	table := servicetable.Table{
 		k: {NamespacedName: k, ClusterIP: netip.MustParseAddr("10.96.0.20"), Ports: []servicetable.Port{
-			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, Backends: be},
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080, Backends: be},
 			{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
 		}},
 		{Namespace: "ns", Name: "headless"}: {Ports: []servicetable.Port{{Protocol: corev1.ProtocolTCP, Port: 80}}},
 	}
-	got, skipped := Frontends(table)
-	want := map[netip.AddrPort][]netip.AddrPort{netip.MustParseAddrPort("10.96.0.20:80"): be}
+	got, skipped := Frontends(table, netip.MustParseAddr("10.213.0.1"))
+	want := map[netip.AddrPort][]netip.AddrPort{netip.MustParseAddrPort("10.96.0.20:80"): be, netip.MustParseAddrPort("10.213.0.1:30080"): be}
 	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(skipped, []string{"ns/web:53/UDP"}) {
 		t.Errorf("Frontends = %v, %v", got, skipped)
+	}
+	// Without a nodes' address, no node ports.
+	if got, _ := Frontends(table, netip.Addr{}); len(got) != 1 {
+		t.Errorf("Frontends without a node address = %v", got)
 	}
 }
 

@@ -48,6 +48,7 @@ func run() error {
 	cidrFlag := flag.String("service-cidr", "", "the stack's Service range, made local to this machine (required)")
 	dnsFlag := flag.String("cluster-dns", "", "address of the cluster DNS, in the Service range (required)")
 	domain := flag.String("cluster-domain", "cluster.local", "the cluster's DNS domain")
+	nodeFlag := flag.String("node-address", "", "the nodes' address, where NodePort Services are served too (none when empty)")
 	resolvConf := flag.String("resolv-conf", "/etc/resolv.conf", "where the upstream resolvers for other names are")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	flag.Parse()
@@ -69,6 +70,12 @@ func run() error {
 	}
 	if !cidr.Contains(dnsIP) {
 		return fmt.Errorf("--cluster-dns %s is outside --service-cidr %s", dnsIP, cidr)
+	}
+	var node netip.Addr
+	if *nodeFlag != "" {
+		if node, err = netip.ParseAddr(*nodeFlag); err != nil {
+			return fmt.Errorf("--node-address: %w", err)
+		}
 	}
 	upstreams, err := upstreamResolvers(*resolvConf)
 	if err != nil {
@@ -155,11 +162,11 @@ func run() error {
 		}
 		table := servicetable.Build(svcs, slices)
 		resolver.Update(table)
-		want, skipped := svcproxy.Frontends(table)
+		want, skipped := svcproxy.Frontends(table, node)
 		// The DNS address is served by the resolver itself.
 		delete(want, netip.AddrPortFrom(dnsIP, 53))
 		for fe := range want {
-			if !cidr.Contains(fe.Addr()) {
+			if !cidr.Contains(fe.Addr()) && fe.Addr() != node {
 				log.Warn("cluster IP outside the service CIDR, not served (a stack made before its range changed: down -purge it)", "frontend", fe)
 				delete(want, fe)
 			}
