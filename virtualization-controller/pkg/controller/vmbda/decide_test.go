@@ -69,7 +69,9 @@ func bootedFrom(disk string) *kubevirtv1.VirtualMachineInstance {
 
 // imageAttachment attaches the VirtualImage img to vm.
 func imageAttachment(name string) *v1alpha2.VirtualMachineBlockDeviceAttachment {
-	return attachment(name, "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) { a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindVirtualImage })
+	return attachment(name, "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindVirtualImage
+	})
 }
 
 // imageElsewhere attaches img to another machine: no conflict for a read-only image.
