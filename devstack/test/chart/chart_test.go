@@ -64,6 +64,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"logFormat=xml", "/logFormat"},
 		{"images.pullPolicy=Sometimes", "/images/pullPolicy"},
 		{"virtualMachineCIDRs={10.0.0.0/33}", "/virtualMachineCIDRs/0"},
+		{"uploaderServiceType=LoadBalancer", "/uploaderServiceType"},
 		{"replicas.core=0", "/replicas/core"},
 		{"dvcr.storage.type=Ceph", "/dvcr/storage/type"},
 		{"dvcr.storage.persistentVolumeClaim.size=lots", "/dvcr/storage/persistentVolumeClaim/size"},

@@ -164,8 +164,13 @@ data:
 	if code != "403" {
 		t.Errorf("a wrong token: HTTP %s", code)
 	}
-	if code := curlT(t, disk, token, url, resolve); code != "200" {
-		t.Errorf("the upload: HTTP %s", code)
+	// The local stack's uploaders are NodePort Services: the external URL is reached as it is.
+	ext := get("vi/e2e-upload", "{.status.imageUploadURLs.external}")
+	if !strings.HasPrefix(ext, "http://") || !strings.HasSuffix(ext, "/upload") {
+		t.Fatalf("external upload URL %q", ext)
+	}
+	if code := curlT(t, disk, token, ext, ""); code != "200" {
+		t.Errorf("the upload to %s: HTTP %s", ext, code)
 	}
 	wait("vi/e2e-upload", "Ready")
 	waitNoImporter(t, st, uid)
@@ -220,11 +225,16 @@ func waitNoImporter(t *testing.T, st *stack, uid string) {
 	}
 }
 
-// curlT is `curl -T file -H "Authorization: Bearer token" --resolve resolve url`'s HTTP status;
+// curlT is `curl -T file -H "Authorization: Bearer token" --resolve resolve url`'s HTTP status
+// (no --resolve when resolve is empty);
 // "" when the connection was closed without an answer (curl's exit 52).
 func curlT(t *testing.T, file, token, url, resolve string) string {
 	t.Helper()
-	out, err := exec.Command("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--resolve", resolve, "-T", file, "-H", "Authorization: Bearer "+token, url).CombinedOutput()
+	args := []string{"-sS", "-o", "/dev/null", "-w", "%{http_code}", "-T", file, "-H", "Authorization: Bearer " + token, url}
+	if resolve != "" {
+		args = append([]string{"--resolve", resolve}, args...)
+	}
+	out, err := exec.Command("curl", args...).CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 52 {
 		return ""

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 )
 
-// testUpload: a disk with an Upload source waits for the upload at its URL (WaitForUserUpload),
-// refuses a wrong token, takes `curl -T` of the guest's qcow2 into its claim as raw disk.img
+// testUpload: a disk with an Upload source waits for the upload at its URLs (WaitForUserUpload),
+// refuses a wrong token at the in-cluster one, takes `curl -T` of the guest's qcow2 at the
+// external one (a node port of the local stack's) into its claim as raw disk.img
 // (the same disk as the qcow2, compared by qemu-img), reaches Ready, and leaves no uploader,
 // Service or Secret behind.
 func testUpload(t *testing.T, st *stack) {
@@ -38,7 +40,13 @@ func testUpload(t *testing.T, st *stack) {
 	if want := "http://vd-upload-uploaded." + ns + ".svc/upload"; url != want {
 		t.Fatalf("upload URL %q, want %q", url, want)
 	}
-	if c := meta.FindStatusCondition(got.Status.Conditions, string(vdcondition.ReadyType)); c == nil || c.Reason != string(vdcondition.WaitForUserUpload) || !strings.Contains(c.Message, url) {
+	// The local stack's uploaders are NodePort Services: the external URL is the node port at
+	// the uploader's node, which the machine reaches as it is; the Ready message names it.
+	external := got.Status.ImageUploadURLs.External
+	if !regexp.MustCompile(`^http://[0-9.]+:3[0-9]{4}/upload$`).MatchString(external) {
+		t.Fatalf("external upload URL %q", external)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, string(vdcondition.ReadyType)); c == nil || c.Reason != string(vdcondition.WaitForUserUpload) || !strings.Contains(c.Message, external) {
 		t.Fatalf("Ready %+v", c)
 	}
 	token := got.Annotations["virtualization.deckhouse.io/upload-token"]
@@ -51,8 +59,8 @@ func testUpload(t *testing.T, st *stack) {
 	if code, body := curlUpload(t, st.guestDisk, "not-"+token, url, resolve); code != "403" {
 		t.Fatalf("a wrong token: HTTP %s %s", code, body)
 	}
-	if code, body := curlUpload(t, st.guestDisk, token, url, resolve); code != "200" || body != "imported" {
-		t.Fatalf("the upload: HTTP %s %s", code, body)
+	if code, body := curlUpload(t, st.guestDisk, token, external, ""); code != "200" || body != "imported" {
+		t.Fatalf("the upload to %s: HTTP %s %s", external, code, body)
 	}
 	got = st.waitPhase(t, vd, v1alpha2.DiskReady, 2*time.Minute)
 	if got.Status.ImageUploadURLs != nil || got.Status.Progress != "100%" {
@@ -111,13 +119,18 @@ func (st *stack) nothingLeft(t *testing.T, ns, what string) {
 }
 
 // curlUpload is `curl -T file -H "Authorization: Bearer token" url` with the Service's name
-// resolved as resolve says: the HTTP status and the body. Until the uploader is ready its
-// Service closes connections (curl's exit 52, an empty reply), which is retried for a minute.
+// resolved as resolve says (none when empty): the HTTP status and the body. Until the uploader
+// is ready its Service closes connections (curl's exit 52, an empty reply), which is retried
+// for a minute.
 func curlUpload(t *testing.T, file, token, url, resolve string) (string, string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
+	args := []string{"-sS", "-T", file, "-H", "Authorization: Bearer " + token, "-w", "\n%{http_code}", url}
+	if resolve != "" {
+		args = append([]string{"--resolve", resolve}, args...)
+	}
 	for {
-		out, err := exec.Command("curl", "-sS", "--resolve", resolve, "-T", file, "-H", "Authorization: Bearer "+token, "-w", "\n%{http_code}", url).CombinedOutput()
+		out, err := exec.Command("curl", args...).CombinedOutput()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && (exit.ExitCode() == 52 || exit.ExitCode() == 7) && time.Now().Before(deadline) {
 			time.Sleep(time.Second)

@@ -128,7 +128,7 @@ func run(ctx context.Context, o Options) error {
 	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
-		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, DVCRPullerSecret: o.DVCRPullerSecret, UploadTimeout: o.UploadTimeout,
+		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, DVCRPullerSecret: o.DVCRPullerSecret, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType,
 		Log: o.Log,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
@@ -187,7 +187,7 @@ func run(ctx context.Context, o Options) error {
 		return err
 	}
 	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
-		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log, UploadTimeout: o.UploadTimeout},
+		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType},
 		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
 		Interval: o.ProgressInterval, NewToken: newToken,
 	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))

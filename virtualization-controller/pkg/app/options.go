@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/d8virt/logopts"
@@ -64,6 +65,9 @@ type Options struct {
 	SourceInterval time.Duration
 	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
 	UploadTimeout time.Duration
+	// UploadServiceType is the type of an uploader's Service: ClusterIP, or NodePort for an
+	// external upload URL at the uploader's node.
+	UploadServiceType corev1.ServiceType
 	// VMWorkers is how many VirtualMachines the VM controller reconciles at once.
 	VMWorkers int
 	// Log is the log's level and format (--log-level, --log-format), passed on to importer Pods.
@@ -99,6 +103,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "virtualization-controller", "ValidatingWebhookConfiguration and MutatingWebhookConfiguration (of this one name) whose caBundle is set to the webhook CA")
 	fs.DurationVar(&o.SourceInterval, "source-interval", 5*time.Second, "how often an image waiting for its source (an object not Ready yet, a missing pull secret) looks again")
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image or disk with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
+	fs.StringVar((*string)(&o.UploadServiceType), "upload-service-type", string(corev1.ServiceTypeClusterIP), "type of an uploader's Service: ClusterIP, or NodePort (status.imageUploadURLs.external: the node port at the uploader's node)")
 	fs.IntVar(&o.VMWorkers, "vm-workers", 4, "VirtualMachines reconciled at once")
 	o.Log.Bind(fs)
 	if err := fs.Parse(args); err != nil {
@@ -155,6 +160,9 @@ func (o Options) validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must be positive", flagName, d))
 		}
+	}
+	if o.UploadServiceType != corev1.ServiceTypeClusterIP && o.UploadServiceType != corev1.ServiceTypeNodePort {
+		errs = append(errs, fmt.Errorf("--upload-service-type %q: want ClusterIP or NodePort", o.UploadServiceType))
 	}
 	if o.VMWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--vm-workers %d: must be at least 1", o.VMWorkers))

@@ -20,7 +20,7 @@ func TestParseOptions(t *testing.T) {
 		{name: "defaults", args: required, check: func(t *testing.T, o Options) {
 			if !o.LeaderElect || o.LeaderElectionNamespace != "d8-virtualization" || o.MetricsBindAddress != "127.0.0.1:8080" ||
 				o.HealthProbeBindAddress != ":8081" || o.DVCRPusherSecret != "dvcr-pusher" || o.DVCRPullerSecret != "dvcr-puller" || o.DVCRTLSSecret != "dvcr-tls" ||
-				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.Log != logopts.Default() || o.VMWorkers != 4 {
+				o.ProgressInterval != 2*time.Second || o.SourceInterval != 5*time.Second || o.UploadTimeout != time.Hour || o.Log != logopts.Default() || o.VMWorkers != 4 || o.UploadServiceType != "ClusterIP" {
 				t.Errorf("defaults: %+v", o)
 			}
 		}},
@@ -46,6 +46,12 @@ func TestParseOptions(t *testing.T) {
 		}},
 		{name: "no vm workers", args: append(required, "--vm-workers=0"), wantErr: "--vm-workers 0: must be at least 1"},
 		{name: "zero upload timeout", args: append(required, "--upload-timeout=0s"), wantErr: "--upload-timeout 0s: must be positive"},
+		{name: "an upload service type of NodePort", args: append(required, "--upload-service-type=NodePort"), check: func(t *testing.T, o Options) {
+			if o.UploadServiceType != "NodePort" {
+				t.Errorf("upload service type %q", o.UploadServiceType)
+			}
+		}},
+		{name: "a bad upload service type", args: append(required, "--upload-service-type=LoadBalancer"), wantErr: `--upload-service-type "LoadBalancer": want ClusterIP or NodePort`},
 		{name: "log options", args: append(required, "--log-level=debug", "--log-format=text"), check: func(t *testing.T, o Options) {
 			if o.Log != (logopts.Options{Level: "debug", Format: "text"}) {
 				t.Errorf("log %+v", o.Log)

@@ -33,8 +33,10 @@ type PodConfig struct {
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
 	DVCRPullerSecret string
-	// UploadTimeout is how long an Upload source's importer waits for the upload to begin.
-	UploadTimeout time.Duration
+	// UploadTimeout is how long an Upload source's importer waits for the upload to begin;
+	// UploadServiceType the type of its Service (NodePort: an external URL too).
+	UploadTimeout     time.Duration
+	UploadServiceType corev1.ServiceType
 }
 
 const (
@@ -224,13 +226,12 @@ func ServiceName(short string, key types.NamespacedName) string {
 func (c PodConfig) UploaderService(k Kind, img Image) *corev1.Service {
 	m := c.meta(k, img)
 	m.Name = ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object))
-	return importerpod.UploaderService(m, map[string]string{LabelImageKind: k.Short(), LabelImageUID: string(img.Object.GetUID())})
+	return importerpod.UploaderService(m, map[string]string{LabelImageKind: k.Short(), LabelImageUID: string(img.Object.GetUID())}, c.UploadServiceType)
 }
 
 // UploadURLs are where the user uploads img (status.imageUploadURLs): its Service's in-cluster
-// address. There is no external address yet (an Ingress would give one).
-func (c PodConfig) UploadURLs(k Kind, img Image) *v1alpha2.ImageUploadURLs {
-	return &v1alpha2.ImageUploadURLs{
-		InCluster: importerpod.UploadURL(ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)), c.Namespace),
-	}
+// address, and its node port at the uploader's node for a NodePort Service (svc, nil when not
+// read).
+func (c PodConfig) UploadURLs(k Kind, img Image, svc *corev1.Service, uploader *corev1.Pod) *v1alpha2.ImageUploadURLs {
+	return importerpod.UploadURLs(ServiceName(k.Short(), client.ObjectKeyFromObject(img.Object)), c.Namespace, svc, uploader)
 }

@@ -127,7 +127,7 @@ func TestUploaderService(t *testing.T) {
 	if port.Port != 80 || port.TargetPort.StrVal != "upload" || pod.Spec.Containers[0].Ports[1].Name != "upload" || pod.Spec.Containers[0].Ports[1].ContainerPort != 8090 {
 		t.Fatalf("ports %+v / %+v", svc.Spec.Ports, pod.Spec.Containers[0].Ports)
 	}
-	if got := testConfig.UploadURLs(vi.Kind{}, img).InCluster; got != "http://"+svc.Name+".d8-virtualization.svc/upload" {
+	if got := testConfig.UploadURLs(vi.Kind{}, img, svc, &corev1.Pod{}).InCluster; got != "http://"+svc.Name+".d8-virtualization.svc/upload" {
 		t.Fatal(got)
 	}
 	if image.ServiceName("vi", types.NamespacedName{Namespace: "a-b", Name: "c"}) == image.ServiceName("vi", types.NamespacedName{Namespace: "a", Name: "b-c"}) {

@@ -134,7 +134,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// The URL appears once the uploader is ready to take the upload.
 			s = UploaderStartingStatus(img, r.now())
 			if importerpod.Ready(pod) {
-				s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img), r.now())
+				svc, err := r.uploaderService(ctx, img)
+				if err != nil {
+					return ctrl.Result{}, err
+				}
+				s = WaitForUploadStatus(img, r.Pods.UploadURLs(r.Kind, img, svc, pod), r.now())
 			}
 		}
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, s)
@@ -186,6 +190,17 @@ func (r *Reconciler) importerPod(ctx context.Context, reader client.Reader, key 
 		return nil, wrap("importer pod", err)
 	}
 	return pod, nil
+}
+
+// uploaderService is img's uploader Service, read past the cache (Services are not cached); nil
+// when it is not there.
+func (r *Reconciler) uploaderService(ctx context.Context, img Image) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	key := client.ObjectKey{Namespace: r.Pods.Namespace, Name: ServiceName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))}
+	if found, err := get(ctx, r.APIReader, key, svc); !found || err != nil {
+		return nil, wrap("uploader service", err)
+	}
+	return svc, nil
 }
 
 // exporterPod is the exporter of img's VirtualDisk source; nil when there is none, or the

@@ -74,7 +74,7 @@ func WaitForUploadStatus(img Image, urls *v1alpha2.ImageUploadURLs, now metav1.T
 	s.ImageUploadURLs = urls
 	setCondition(&s, img, now, condDatasourceReady, metav1.ConditionTrue, string(cvicondition.DatasourceReady), "")
 	setCondition(&s, img, now, condReady, metav1.ConditionFalse, string(cvicondition.WaitForUserUpload),
-		importerpod.UploadHint(urls.InCluster))
+		importerpod.UploadHint(urls))
 	return s
 }
 

@@ -21,8 +21,10 @@ type PodConfig struct {
 	Image string
 	// Log is how importers log (the controller's own --log-level and --log-format).
 	Log logopts.Options
-	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin.
-	UploadTimeout time.Duration
+	// UploadTimeout is how long an Upload source's uploader waits for the upload to begin;
+	// UploadServiceType the type of its Service (NodePort: an external URL too).
+	UploadTimeout     time.Duration
+	UploadServiceType corev1.ServiceType
 }
 
 const (
@@ -184,14 +186,15 @@ func importerLabels(vd *v1alpha2.VirtualDisk) map[string]string {
 const labelName = "app.kubernetes.io/name"
 
 // UploaderService is the Service in front of the disk's uploader: the disk's upload URL.
-func UploaderService(vd *v1alpha2.VirtualDisk) *corev1.Service {
+func (c PodConfig) UploaderService(vd *v1alpha2.VirtualDisk) *corev1.Service {
 	return importerpod.UploaderService(
 		metav1.ObjectMeta{Name: UploaderName(vd), Namespace: vd.Namespace, Labels: labels(vd), OwnerReferences: owner(vd)},
-		map[string]string{LabelVDUID: string(vd.UID), labelName: "importer"})
+		map[string]string{LabelVDUID: string(vd.UID), labelName: "importer"}, c.UploadServiceType)
 }
 
 // UploadURLs are where the user uploads the disk (status.imageUploadURLs): its Service's
-// in-cluster address. There is no external address (an Ingress would give one).
-func UploadURLs(vd *v1alpha2.VirtualDisk) *v1alpha2.ImageUploadURLs {
-	return &v1alpha2.ImageUploadURLs{InCluster: importerpod.UploadURL(UploaderName(vd), vd.Namespace)}
+// in-cluster address, and its node port at the uploader's node for a NodePort Service (svc, nil
+// when not read).
+func UploadURLs(vd *v1alpha2.VirtualDisk, svc *corev1.Service, uploader *corev1.Pod) *v1alpha2.ImageUploadURLs {
+	return importerpod.UploadURLs(UploaderName(vd), vd.Namespace, svc, uploader)
 }

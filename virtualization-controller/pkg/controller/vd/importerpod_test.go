@@ -77,7 +77,7 @@ func TestImporterPod(t *testing.T) {
 					t.Errorf("an upload reads a CA bundle: %q", pod.Spec.Containers[0].Args)
 				}
 				// The uploader Service selects it.
-				svc := UploaderService(d)
+				svc := c.UploaderService(d)
 				for k, v := range svc.Spec.Selector {
 					if pod.Labels[k] != v {
 						t.Errorf("the service selects %s=%s, the pod has %q", k, v, pod.Labels)
@@ -144,12 +144,12 @@ func TestUploader(t *testing.T) {
 	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || len(s.Data) != 1 {
 		t.Errorf("upload secret %+v", s)
 	}
-	svc := UploaderService(uploadDisk)
+	svc := PodConfig{UploadServiceType: corev1.ServiceTypeClusterIP}.UploaderService(uploadDisk)
 	if svc.Name != "vd-upload-tiny" || svc.Namespace != "ns" || svc.OwnerReferences[0].UID != "uid-1" || svc.Labels[LabelManagedBy] != ManagedBy ||
 		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.StrVal != "upload" || svc.Spec.Selector[LabelVDUID] != "uid-1" {
 		t.Errorf("service %+v", svc)
 	}
-	if got := UploadURLs(uploadDisk).InCluster; got != "http://vd-upload-tiny.ns.svc/upload" {
+	if got := UploadURLs(uploadDisk, svc, &corev1.Pod{}).InCluster; got != "http://vd-upload-tiny.ns.svc/upload" {
 		t.Errorf("upload URL %s", got)
 	}
 }

@@ -144,7 +144,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// The URL appears once the uploader is ready to take the upload.
 			s = UploaderStartingStatus(vd, pvc.Name, storageClassOf(pvc), r.now())
 			if importerpod.Ready(pod) {
-				s = WaitForUploadStatus(vd, pvc.Name, storageClassOf(pvc), UploadURLs(vd), r.now())
+				svc, err := r.uploaderService(ctx, vd)
+				if err != nil {
+					return ctrl.Result{}, err
+				}
+				s = WaitForUploadStatus(vd, pvc.Name, storageClassOf(pvc), UploadURLs(vd, svc, pod), r.now())
 			}
 		}
 		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, s)
@@ -162,6 +166,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.observe(ctx, vd, pvc)
 	}
 	return ctrl.Result{}, nil
+}
+
+// uploaderService is the disk's uploader Service, read past the cache (Services are not cached);
+// nil when it is not there.
+func (r *Reconciler) uploaderService(ctx context.Context, vd *v1alpha2.VirtualDisk) (*corev1.Service, error) {
+	svc := &corev1.Service{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: vd.Namespace, Name: UploaderName(vd)}, svc)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get uploader service: %w", err)
+	}
+	return svc, nil
 }
 
 // pod is the Pod name of namespace, nil when there is none.
@@ -439,7 +457,7 @@ func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, 
 	}
 	log.FromContext(ctx).Info("importer pod created", "pod", pod.Name, "claim", claim)
 	if plan.Source.Upload {
-		if err := r.client.Create(ctx, UploaderService(vd)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.client.Create(ctx, r.cfg.Pods.UploaderService(vd)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create uploader service: %w", err)
 		}
 		return r.setStatus(ctx, vd, UploaderStartingStatus(vd, claim, plan.StorageClass, r.now()))

@@ -106,7 +106,7 @@ func WaitForUploadStatus(vd *v1alpha2.VirtualDisk, claim, storageClass string, u
 	s.Target.PersistentVolumeClaimName = claim
 	s.StorageClassName = storageClass
 	sourceReady(&s, vd.Generation, now)
-	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.WaitForUserUpload), importerpod.UploadHint(urls.InCluster))
+	setCondition(&s, vd.Generation, now, vdcondition.ReadyType, metav1.ConditionFalse, string(vdcondition.WaitForUserUpload), importerpod.UploadHint(urls))
 	return s
 }
 
