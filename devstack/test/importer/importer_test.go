@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ type importerRun struct {
 }
 
 // startImporter runs the importer with its scratch and termination files under dir, until it
-// exits or ctx ends. It does not touch a testing.T, so a test may run it in a goroutine.
+// exits or ctx ends (then it is sent SIGTERM). It does not touch a testing.T, so a test may run it in a goroutine.
 func startImporter(ctx context.Context, importer, dir string, args ...string) importerRun {
 	term, scratch := filepath.Join(dir, "termination-log"), filepath.Join(dir, "scratch")
 	r := importerRun{args: append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagMetricsAddress, "127.0.0.1:0",
@@ -173,14 +174,21 @@ func startImporter(ctx context.Context, importer, dir string, args ...string) im
 		return r
 	}
 	cmd := exec.CommandContext(ctx, importer, r.args...)
+	// An ended ctx stops it as kubelet stops a Pod: SIGTERM, then SIGKILL after a grace period.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	r.stderr = stderr.String()
 	var exit *exec.ExitError
-	if errors.As(err, &exit) {
+	switch {
+	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
-	} else if err != nil {
+	case err != nil && ctx.Err() != nil && cmd.ProcessState != nil:
+		// Stopped, it exited by itself after the SIGTERM (Wait then reports ctx's error).
+		r.code = cmd.ProcessState.ExitCode()
+	case err != nil:
 		r.err = err
 		return r
 	}
@@ -269,6 +277,7 @@ func TestImporter(t *testing.T) {
 	t.Run("DVCR access", func(t *testing.T) { testAccess(t, f) })
 	t.Run("progress metrics", func(t *testing.T) { testProgress(t, f) })
 	t.Run("upload", func(t *testing.T) { testUpload(t, f) })
+	t.Run("export", func(t *testing.T) { testExport(t, f) })
 }
 
 func testToDVCR(t *testing.T, f *fixture) {
@@ -382,7 +391,7 @@ func testFailures(t *testing.T, f *fixture) {
 		{name: "larger than the target (gzipped raw)", args: []string{"--" + contract.FlagSourceURL, f.url("disk.img.gz"), "--" + contract.FlagCapacity, "1048576"},
 			reason: contract.ReasonTooLarge, msg: "larger than the destination's 1048576"},
 		{name: "unreachable", args: []string{"--" + contract.FlagSourceURL, "http://127.0.0.1:1/disk.qcow2"}, reason: contract.ReasonSourceUnreachable, msg: "cannot reach"},
-		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url, --source-image and --source-upload-address"},
+		{name: "no source", args: nil, reason: contract.ReasonInvalidArguments, msg: "exactly one of --source-url, --source-image, --source-file and --source-upload-address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
