@@ -226,19 +226,7 @@ func testImageFromDisk(t *testing.T, st *stack) {
 	vi.Spec.Storage = v1alpha2.StorageContainerRegistry
 	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeObjectRef,
 		ObjectRef: &v1alpha2.VirtualImageObjectRef{Kind: v1alpha2.VirtualDiskKind, Name: "source"}}
-	if err := st.admin.Create(ctx, vi); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.admin.Delete(context.Background(), vi) })
-	eventually(t, 3*time.Minute, "the VirtualImage Ready", func(ctx context.Context) error {
-		if err := st.admin.Get(ctx, client.ObjectKeyFromObject(vi), vi); err != nil {
-			return err
-		}
-		if vi.Status.Phase != v1alpha2.ImageReady {
-			return fmt.Errorf("phase %s: %+v", vi.Status.Phase, vi.Status.Conditions)
-		}
-		return nil
-	})
+	st.createImageReady(t, ctx, vi)
 	if vi.Status.Format != "raw" || vi.Status.Size.UnpackedBytes != strconv.Itoa(64<<20) || vi.Status.SourceUID == nil {
 		t.Fatalf("status %+v", vi.Status)
 	}
@@ -261,16 +249,9 @@ func testImageFromDisk(t *testing.T, st *stack) {
 	st.nothingLeft(t, ns, "no exporter or importer left")
 }
 
-// testImageOnClaim: a VirtualImage with storage PersistentVolumeClaim is imported into DVCR,
-// then copied into a claim of its namespace (its disk.img the guest's disk); a disk made from
-// it copies that claim; no filler, importer or Secret is left.
-func testImageOnClaim(t *testing.T, st *stack) {
-	ctx := longContext(t)
-	ns := st.namespace(t, fmt.Sprintf("vi-on-claim-%d", os.Getpid()))
-	vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-claim"}}
-	vi.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim
-	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP,
-		HTTP: &v1alpha2.DataSourceHTTP{URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}}
+// createImageReady creates the VirtualImage (deleted at the end) and waits until it is Ready.
+func (st *stack) createImageReady(t *testing.T, ctx context.Context, vi *v1alpha2.VirtualImage) {
+	t.Helper()
 	if err := st.admin.Create(ctx, vi); err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +265,19 @@ func testImageOnClaim(t *testing.T, st *stack) {
 		}
 		return nil
 	})
+}
+
+// testImageOnClaim: a VirtualImage with storage PersistentVolumeClaim is imported into DVCR,
+// then copied into a claim of its namespace (its disk.img the guest's disk); a disk made from
+// it copies that claim; no filler, importer or Secret is left.
+func testImageOnClaim(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	ns := st.namespace(t, fmt.Sprintf("vi-on-claim-%d", os.Getpid()))
+	vi := &v1alpha2.VirtualImage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-claim"}}
+	vi.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim
+	vi.Spec.DataSource = v1alpha2.VirtualImageDataSource{Type: v1alpha2.DataSourceTypeHTTP,
+		HTTP: &v1alpha2.DataSourceHTTP{URL: st.guestURL, Checksum: &v1alpha2.Checksum{SHA256: st.guestSHA256}}}
+	st.createImageReady(t, ctx, vi)
 	if vi.Status.Target.PersistentVolumeClaimName == "" || vi.Status.Target.RegistryURL != "" || vi.Status.StorageClassName == "" || vi.Status.Size.UnpackedBytes != strconv.Itoa(25<<20) {
 		t.Fatalf("status %+v", vi.Status)
 	}

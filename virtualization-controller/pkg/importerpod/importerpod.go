@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/d8virt/logopts"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
@@ -85,4 +87,23 @@ func ReadDVCRCredentials(ctx context.Context, reader client.Reader, namespace, p
 		return DVCRCredentials{}, fmt.Errorf("DVCR TLS secret: %w", err)
 	}
 	return DVCRCredentials{DockerConfigJSON: auth.Data[corev1.DockerConfigJsonKey], CA: tls.Data["ca.crt"]}, nil
+}
+
+// Scraper reads a running importer's progress from its metrics URL.
+type Scraper interface {
+	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
+}
+
+// ReadProgress is the progress of the importer in pod (an importer, an uploader, a filler, an
+// inspector); nil when it cannot be read (yet: no address, not serving).
+func ReadProgress(ctx context.Context, s Scraper, pod *corev1.Pod) *importerprogress.Progress {
+	if pod.Status.PodIP == "" {
+		return nil
+	}
+	got, err := s.Scrape(ctx, MetricsURL(pod))
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
+		return nil
+	}
+	return &got
 }

@@ -27,7 +27,6 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
-	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
@@ -37,11 +36,6 @@ const (
 	ShortCVI = "cvi"
 	ShortVI  = "vi"
 )
-
-// ProgressReader reads a running importer's progress from its metrics URL.
-type ProgressReader interface {
-	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
-}
 
 // ImageDeleter removes an image from DVCR; one that is not there is no error.
 type ImageDeleter interface {
@@ -57,7 +51,7 @@ type Config struct {
 	// also reads pull secrets, which are not cached.
 	APIReader client.Reader
 	Pods      PodConfig
-	Progress  ProgressReader
+	Progress  importerpod.Scraper
 	Images    ImageDeleter
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
@@ -128,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepStart:
 		return r.start(ctx, obj)
 	case StepWatchProgress:
-		p := r.scrape(ctx, pod)
+		p := importerpod.ReadProgress(ctx, r.Progress, pod)
 		s := ProvisioningStatus(img, p, r.now())
 		if WaitsForUpload(img, p) {
 			// The URL appears once the uploader is ready to take the upload.
@@ -264,7 +258,7 @@ func (r *Reconciler) fill(ctx context.Context, img Image, filler *corev1.Pod) (c
 	case filler != nil && importerresult.Done(filler):
 		return ctrl.Result{}, r.recordFill(ctx, img, filler, claim)
 	case filler != nil:
-		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, r.scrape(ctx, filler), r.now()))
+		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, importerpod.ReadProgress(ctx, r.Progress, filler), r.now()))
 	case !found:
 		choice, err := r.storageClass(ctx, img)
 		if err != nil {
@@ -319,19 +313,6 @@ func (r *Reconciler) recordFill(ctx context.Context, img Image, filler *corev1.P
 		}
 	}
 	return r.setStatus(ctx, obj, ResultStatus(img, res, "", r.now()))
-}
-
-// scrape reads a running importer's (or filler's) progress; nil when it cannot be read (yet).
-func (r *Reconciler) scrape(ctx context.Context, pod *corev1.Pod) *importerprogress.Progress {
-	if pod.Status.PodIP == "" {
-		return nil
-	}
-	got, err := r.Progress.Scrape(ctx, importerpod.MetricsURL(pod))
-	if err != nil {
-		log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
-		return nil
-	}
-	return &got
 }
 
 // exporterNamespace is where img's exporter runs, if it may have one: the namespace of its

@@ -26,17 +26,11 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
-	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
 // EventSource is the controller's name in the events it records.
 const EventSource = "virtualdisk-controller"
-
-// ProgressReader reads a running importer's progress from its metrics URL.
-type ProgressReader interface {
-	Scrape(ctx context.Context, url string) (importerprogress.Progress, error)
-}
 
 // Config is what the reconciler needs besides its clients.
 type Config struct {
@@ -61,13 +55,13 @@ type Reconciler struct {
 	// confirms a claim the cache does not have yet.
 	apiReader client.Reader
 	cfg       Config
-	progress  ProgressReader
+	progress  importerpod.Scraper
 	clock     clock.PassiveClock
 	recorder  events.EventRecorder
 }
 
 // NewReconciler wires a Reconciler.
-func NewReconciler(c client.Client, apiReader client.Reader, cfg Config, progress ProgressReader, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
+func NewReconciler(c client.Client, apiReader client.Reader, cfg Config, progress importerpod.Scraper, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
 	return &Reconciler{client: c, apiReader: apiReader, cfg: cfg, progress: progress, clock: clk, recorder: recorder}
 }
 
@@ -138,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepCreatePod:
 		return r.createPod(ctx, vd, pvc)
 	case StepWatchProgress:
-		p := r.scrape(ctx, pod)
+		p := importerpod.ReadProgress(ctx, r.progress, pod)
 		s := ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now())
 		if isUpload(vd) && importerpod.UploadNotBegun(p, vd.Status.Phase != v1alpha2.DiskProvisioning) {
 			// The URL appears once the uploader is ready to take the upload.
@@ -157,7 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepLost:
 		return ctrl.Result{}, r.setStatus(ctx, vd, LostStatus(vd, r.now()))
 	case StepWatchInspection:
-		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, InspectingStatus(vd, vd.Status.StorageClassName, r.scrape(ctx, inspector), r.now()))
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, InspectingStatus(vd, vd.Status.StorageClassName, importerpod.ReadProgress(ctx, r.progress, inspector), r.now()))
 	case StepRecordSize:
 		return ctrl.Result{}, r.recordSize(ctx, vd, inspector)
 	case StepDeleteInspector:
@@ -190,19 +184,6 @@ func (r *Reconciler) pod(ctx context.Context, namespace, name string) (*corev1.P
 		return nil, nil
 	}
 	return pod, err
-}
-
-// scrape reads a running importer's progress; nil when it cannot be read (yet).
-func (r *Reconciler) scrape(ctx context.Context, pod *corev1.Pod) *importerprogress.Progress {
-	if pod.Status.PodIP == "" {
-		return nil
-	}
-	got, err := r.progress.Scrape(ctx, importerpod.MetricsURL(pod))
-	if err != nil {
-		log.FromContext(ctx).V(1).Info("importer progress not read", "pod", pod.Name, "error", err.Error())
-		return nil
-	}
-	return &got
 }
 
 // claim is the disk's claim, nil when there is none; one the cache lacks is looked for in the
