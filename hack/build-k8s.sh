@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes control-plane binaries, etcd and kubectl for one pinned release, plus helm and
-# kube-rbac-proxy (which the module puts in front of every metrics port), from the Go module proxy into
-# a machine-wide cache. Idempotent: a binary that is already built for
+# Builds the Kubernetes control-plane binaries, etcd and kubectl for one pinned release, plus helm,
+# kube-rbac-proxy (which the module puts in front of every metrics port) and distribution's registry
+# (DVCR, the module's registry), from the Go module proxy into a machine-wide cache. Idempotent: a binary that is already built for
 # this version is never rebuilt. Prints the bin directory as its last line.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 KUBE_RBAC_PROXY_VERSION="${KUBE_RBAC_PROXY_VERSION:-v0.19.1}"
+DISTRIBUTION_VERSION="${DISTRIBUTION_VERSION:-v3.0.0}"
 CACHE_ROOT="${D8V_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/d8-virtualization}"
 K8S_DIR="$CACHE_ROOT/k8s-$K8S_VERSION"
 BIN="$K8S_DIR/bin"
@@ -15,7 +16,8 @@ STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 
 log() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-mkdir -p "$BIN" "$K8S_DIR/src" "$CACHE_ROOT/helm-$HELM_VERSION/src" "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src"
+mkdir -p "$BIN" "$K8S_DIR/src" "$CACHE_ROOT/helm-$HELM_VERSION/src" "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src" \
+  "$CACHE_ROOT/distribution-$DISTRIBUTION_VERSION/src"
 exec 9>"$K8S_DIR/.build.lock"
 flock 9
 
@@ -89,6 +91,19 @@ if [ ! -x "$BIN/kube-rbac-proxy" ]; then
   GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_RBAC_PROXY_VERSION -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy" \
     -o "$BIN/kube-rbac-proxy" github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy
   log "kube-rbac-proxy ready"
+fi
+
+if [ ! -x "$BIN/registry" ]; then
+  # DVCR runs distribution's own command, built with this Go (docs/dvcr.md: the hashing of what is
+  # pushed is the import's bottleneck, and a current Go hashes with the CPU's SHA extensions). The -X
+  # flag sets what its --version prints, as its own Makefile does.
+  log "building distribution's registry $DISTRIBUTION_VERSION"
+  cd "$CACHE_ROOT/distribution-$DISTRIBUTION_VERSION/src"
+  printf 'module d8v.local/distributionbuild\n\ngo 1.26\n' >go.mod
+  GOFLAGS=-mod=mod go get "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" >&2
+  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
+    -o "$BIN/registry" github.com/distribution/distribution/v3/cmd/registry
+  log "registry ready"
 fi
 
 "$BIN/kube-apiserver" --version >&2

@@ -7,8 +7,8 @@
 # since there is no systemd, QEMU for TCG guests, ISO tools for cloud-init) and the tiny guest
 # image (the Debian cloud kernel and a static busybox), the prometheus package (promtool for the
 # chart's alert rules and their unit tests, and the server the module e2e test runs on the stack),
-# and docker-registry (distribution 2.8), which is DVCR, the module's registry, on the local stack
-# and in the importer's tests.
+# and docker-registry (distribution 2.8), which the previous release's DVCR runs in the module e2e's
+# upgrade test (this checkout's DVCR runs distribution v3, which hack/build-k8s.sh builds).
 set -euo pipefail
 
 packages=(

@@ -1,5 +1,5 @@
-// Package dvcr runs DVCR, the module's registry, as local processes: Debian's docker-registry
-// (distribution 2.8) twice over one storage directory, as the chart's DVCR pod does. The push
+// Package dvcr runs DVCR, the module's registry, as local processes: distribution v3's registry
+// twice over one storage directory, as the chart's DVCR pod does. The push
 // instance takes only the pusher's credentials; the pull instance is read-only (distribution's
 // maintenance mode) and takes only the puller's. TLS on both.
 package dvcr
@@ -27,8 +27,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// Binary is Debian's registry (package docker-registry).
-const Binary = "/usr/bin/docker-registry"
+// Binary is distribution v3's registry, found on PATH (hack/build-k8s.sh builds it into the
+// machine-wide cache's bin directory, which the Makefile puts on PATH).
+const Binary = "registry"
 
 // Credentials of one DVCR user.
 type Credentials struct{ Username, Password string }
@@ -106,6 +107,8 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 			return nil, fmt.Errorf("dvcr: %w", err)
 		}
 		cmd := exec.Command(Binary, "serve", config)
+		// No trace collector here either (the chart sets the same).
+		cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {

@@ -70,7 +70,7 @@ func TestDVCR(t *testing.T) {
 				readonly                bool
 			}{{"registry", "push.yaml", "dvcr-pusher", false}, {"registry-pull", "pull.yaml", "dvcr-puller", true}} {
 				c := container(t, spec, inst.container)
-				if c.Image != tc.image || !slices.Equal(c.Command, []string{"docker-registry", "serve", "/etc/dvcr/config/" + inst.config}) {
+				if c.Image != tc.image || !slices.Equal(c.Command, []string{"registry", "serve", "/etc/dvcr/config/" + inst.config}) {
 					t.Errorf("%s: image %s, command %v", inst.container, c.Image, c.Command)
 				}
 				var cfg struct {

@@ -1,5 +1,5 @@
 // Package importer tests the importer binary (virtualization-controller/cmd/importer) end to end
-// on real parts: the tiny guest's image served by an HTTP server, DVCR as Debian's docker-registry
+// on real parts: the tiny guest's image served by an HTTP server, DVCR as distribution v3's registry
 // (devstack/dvcr: TLS, a push and a read-only pull instance with their own credentials), qemu-img.
 // It needs no cluster: the importer runs as the host process a Pod's container is on the local node.
 package importer
@@ -92,7 +92,7 @@ func buildImporter(t testing.TB) string {
 	t.Helper()
 	for _, bin := range []string{dvcr.Binary, "qemu-img"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is missing: run hack/install-deps.sh", bin)
+			t.Fatalf("%s is missing from PATH: make deps builds the registry, hack/install-deps.sh installs qemu-img", bin)
 		}
 	}
 	bin := filepath.Join(t.TempDir(), "importer")

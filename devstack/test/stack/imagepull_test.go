@@ -26,7 +26,7 @@ import (
 )
 
 // TestImagePull has a node agent pull a containerDisk image from a real registry with
-// authentication (a local DVCR: Debian's docker-registry with TLS from a throwaway CA, which
+// authentication (a local DVCR: distribution v3's registry with TLS from a throwaway CA, which
 // the agent trusts through --registry-config): with the puller's secret the pod starts, sees the
 // disk under /disk and the disk lands in the image store; a wrong secret leaves the container
 // waiting in ErrImagePull with the registry's refusal; Never does not pull at all.
@@ -34,7 +34,7 @@ func TestImagePull(t *testing.T) {
 	env := testenv.Get(t)
 	for _, bin := range []string{dvcr.Binary, "qemu-img"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is missing: run hack/install-deps.sh", bin)
+			t.Fatalf("%s is missing from PATH: make deps builds the registry, hack/install-deps.sh installs qemu-img", bin)
 		}
 	}
 	ctx := testenv.Context(t)
