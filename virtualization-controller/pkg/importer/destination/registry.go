@@ -34,7 +34,8 @@ type Registry struct {
 const diskOwner = 107
 
 // Push uploads file as the image's one layer, holding disk/<diskName>, then tags it: the tag
-// exists only once everything is uploaded. It returns the manifest digest.
+// exists only once everything is uploaded. It returns the manifest digest. The layer is read once:
+// it is hashed as it is uploaded (the digest goes with the upload's last request), not before.
 //
 // The layer is an uncompressed tar: disks are mostly incompressible or already sparse (qcow2),
 // and gzip (even gzip's stored blocks through go-containerregistry's streaming layer, which
@@ -48,7 +49,11 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	if err != nil {
 		return "", err
 	}
-	// The config first: the layer's digests are known only once it is uploaded.
+	if err := g.uploadLayer(ctx, ref, layer); err != nil {
+		return "", contract.Errorf(contract.ReasonDestinationFailed, "pushing %s: %w", g.Image, err)
+	}
+	// The layer is there: remote.Write finds it and uploads only the config and the manifest,
+	// which tags the image.
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
 		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: time.Unix(0, 0).UTC()},
@@ -72,8 +77,8 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	return d.String(), nil
 }
 
-// diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest
-// takes one pass over the file.
+// diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest is
+// known once it is uploaded.
 type diskLayer struct {
 	file    string
 	size    int64  // of the file
@@ -102,17 +107,13 @@ func newDiskLayer(file, name string) (*diskLayer, error) {
 		}
 	}
 	// WriteHeader has written each header block; the file's data follows in Uncompressed.
-	l := &diskLayer{file: file, size: st.Size(), header: h.Bytes()}
-	rc, err := l.Uncompressed()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	if l.digest, l.tarSize, err = v1.SHA256(rc); err != nil {
-		return nil, fmt.Errorf("hashing the layer: %w", err)
-	}
-	return l, nil
+	size := st.Size()
+	return &diskLayer{file: file, size: size, header: h.Bytes(),
+		tarSize: int64(h.Len()) + size + padding(size) + tarTrailer}, nil
 }
+
+// padding fills the last block of a file of size bytes.
+func padding(size int64) int64 { return (tarBlock - size%tarBlock) % tarBlock }
 
 func (l *diskLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
 func (l *diskLayer) DiffID() (v1.Hash, error)            { return l.digest, nil }
@@ -126,8 +127,7 @@ func (l *diskLayer) Uncompressed() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the staged disk: %w", err)
 	}
-	pad := (tarBlock - l.size%tarBlock) % tarBlock
-	r := io.MultiReader(bytes.NewReader(l.header), io.LimitReader(src, l.size), bytes.NewReader(make([]byte, pad+tarTrailer)))
+	r := io.MultiReader(bytes.NewReader(l.header), io.LimitReader(src, l.size), bytes.NewReader(make([]byte, padding(l.size)+tarTrailer)))
 	return struct {
 		io.Reader
 		io.Closer
