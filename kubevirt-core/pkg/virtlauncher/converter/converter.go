@@ -308,7 +308,10 @@ func volumeFormat(v *kubevirtv1.Volume) (format string, readOnly bool, ok bool) 
 		v.DownwardAPI != nil, v.ServiceAccount != nil, v.Sysprep != nil:
 		// ISOs of the guest's configuration, which it must never write into.
 		return "raw", true, true
-	case v.HostDisk != nil, v.PersistentVolumeClaim != nil:
+	case v.PersistentVolumeClaim != nil:
+		// A claim the Pod mounts read-only cannot be written: its disk is read-only too.
+		return "raw", v.PersistentVolumeClaim.ReadOnly, true
+	case v.HostDisk != nil:
 		return "raw", false, true
 	}
 	return "", false, false

@@ -223,7 +223,7 @@ func TestDomain(t *testing.T) {
 			},
 		},
 		{
-			name: "block claim, filesystem claim, hostDisk and config drive",
+			name: "block claim, read-only filesystem claim, hostDisk and config drive",
 			mutate: func(v *kubevirtv1.VirtualMachineInstance, c *ConverterContext) {
 				virtio := kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}
 				v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks,
@@ -231,8 +231,10 @@ func TestDomain(t *testing.T) {
 					kubevirtv1.Disk{Name: "host", DiskDevice: virtio})
 				v.Spec.Volumes[1].VolumeSource = kubevirtv1.VolumeSource{CloudInitConfigDrive: &kubevirtv1.CloudInitConfigDriveSource{UserData: "#!/bin/sh\n"}}
 				claim := kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{}}
+				readOnly := kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+					PersistentVolumeClaimVolumeSource: k8sv1.PersistentVolumeClaimVolumeSource{ReadOnly: true}}}
 				v.Spec.Volumes = append(v.Spec.Volumes, kubevirtv1.Volume{Name: "blk", VolumeSource: claim},
-					kubevirtv1.Volume{Name: "data", VolumeSource: claim},
+					kubevirtv1.Volume{Name: "data", VolumeSource: readOnly},
 					kubevirtv1.Volume{Name: "host", VolumeSource: kubevirtv1.VolumeSource{HostDisk: &kubevirtv1.HostDisk{Path: "/srv/host.img"}}})
 				v.Status.VolumeStatus = []kubevirtv1.VolumeStatus{
 					{Name: "blk", PersistentVolumeClaimInfo: &kubevirtv1.PersistentVolumeClaimInfo{VolumeMode: ptr(k8sv1.PersistentVolumeBlock)}},
@@ -248,6 +250,16 @@ func TestDomain(t *testing.T) {
 				`<target dev="vde" bus="virtio"></target>`,
 			},
 			notWant: []string{`<source file="/dev/blk">`},
+			check: func(t *testing.T, dom *libvirtxml.Domain) {
+				// A claim mounted read-only (an image kept on one) is a read-only disk, though
+				// the disk itself does not say so.
+				want := map[string]bool{"ua-blk": false, "ua-data": true, "ua-host": false}
+				for _, d := range dom.Devices.Disks {
+					if ro, ok := want[d.Alias.Name]; ok && (d.ReadOnly != nil) != ro {
+						t.Errorf("%s: read-only %v, want %v", d.Alias.Name, d.ReadOnly != nil, ro)
+					}
+				}
+			},
 		},
 	}
 	for _, tt := range tests {

@@ -264,7 +264,9 @@ func buildDisks(in Inputs, paravirt bool) []kubevirtv1.Disk {
 		if d.CDROM {
 			disk.CDRom = &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSATA}
 		} else {
-			disk.Disk = &kubevirtv1.DiskTarget{Bus: bus}
+			// A read-only claim (an image kept on one) is a read-only disk; a container disk is
+			// read-only below the launcher's overlay, which the guest writes.
+			disk.Disk = &kubevirtv1.DiskTarget{Bus: bus, ReadOnly: d.ReadOnly && d.ClaimName != ""}
 		}
 		disks = append(disks, disk)
 	}

@@ -186,6 +186,26 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// An image kept on a claim is a read-only disk of the internal VM, as its claim is read-only; an
+// image in DVCR is a writable disk over its container disk, a disk a writable one.
+func TestReadOnlyDisks(t *testing.T) {
+	vm := &v1alpha2.VirtualMachine{}
+	disks := buildDisks(Inputs{VM: vm, Devices: []Device{
+		{Ref: v1alpha2.BlockDeviceSpecRef{Kind: KindVirtualImage, Name: "on-claim"}, Ready: true, ClaimName: "vi-on-claim", ReadOnly: true},
+		{Ref: v1alpha2.BlockDeviceSpecRef{Kind: KindClusterVirtualImage, Name: "in-dvcr"}, Ready: true, Image: "dvcr/cvi/in-dvcr:latest", ReadOnly: true},
+		{Ref: v1alpha2.BlockDeviceSpecRef{Kind: KindVirtualDisk, Name: "root"}, Ready: true, ClaimName: "vd-root"},
+	}}, true)
+	want := map[string]bool{"vi-on-claim": true, "cvi-in-dvcr": false, "vd-root": false}
+	for _, d := range disks {
+		if d.Disk == nil || d.Disk.ReadOnly != want[d.Name] {
+			t.Errorf("%s: %+v, want read-only %t", d.Name, d.Disk, want[d.Name])
+		}
+	}
+	if len(disks) != 3 {
+		t.Fatalf("%d disks", len(disks))
+	}
+}
+
 func TestCoreFractionAndTopology(t *testing.T) {
 	def := v1alpha3.CoreFractionValue("10%")
 	c := class(v1alpha2.CPU{Type: v1alpha2.CPUTypeHost})
