@@ -58,6 +58,7 @@ type DVCR struct {
 	PushAddr, PullAddr, MetricsAddr string
 	Pusher, Puller                  Credentials
 	Storage                         string
+	pushConfig                      string // the push instance's configuration file
 	procs                           []*exec.Cmd
 }
 
@@ -96,6 +97,9 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 			return nil, fmt.Errorf("dvcr: %w", err)
 		}
 		config := filepath.Join(o.Dir, inst.name+".yaml")
+		if !inst.readonly {
+			d.pushConfig = config
+		}
 		if err := os.WriteFile(config, Config(ConfigOptions{
 			Addr: inst.addr, DebugAddr: inst.debug, Storage: d.Storage, ReadOnly: inst.readonly, HTTPSecret: secret,
 			Htpasswd: htpasswd, Cert: filepath.Join(o.Dir, "tls.crt"), Key: filepath.Join(o.Dir, "tls.key"),
@@ -126,6 +130,27 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// GarbageCollectArgs are the registry's arguments, before the configuration's path, that delete
+// the blobs and untagged manifests no tag refers to: what the chart's DVCR pod runs before its
+// registries start (its gc init container), and GarbageCollect here.
+var GarbageCollectArgs = []string{"garbage-collect", "--delete-untagged"}
+
+// GarbageCollect runs the registry's garbage collection over the storage, as the chart's DVCR pod
+// does at its start: only while both instances are stopped (Stop), since a blob pushed but not yet
+// tagged would go too. It returns the collection's output.
+func (d *DVCR) GarbageCollect(ctx context.Context) (string, error) {
+	if len(d.procs) > 0 {
+		return "", errors.New("dvcr: garbage collection while the registry runs")
+	}
+	cmd := exec.CommandContext(ctx, Binary, append(GarbageCollectArgs, d.pushConfig)...)
+	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("dvcr: garbage collection: %w: %s", err, out)
+	}
+	return string(out), nil
 }
 
 // Stop ends both instances.

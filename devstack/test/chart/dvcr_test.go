@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/d8virt/devstack/dvcr"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -70,7 +71,7 @@ func TestDVCR(t *testing.T) {
 				readonly                bool
 			}{{"registry", "push.yaml", "dvcr-pusher", false}, {"registry-pull", "pull.yaml", "dvcr-puller", true}} {
 				c := container(t, spec, inst.container)
-				if c.Image != tc.image || !slices.Equal(c.Command, []string{"registry", "serve", "/etc/dvcr/config/" + inst.config}) {
+				if c.Image != tc.image || !slices.Equal(c.Command, []string{dvcr.Binary, "serve", "/etc/dvcr/config/" + inst.config}) {
 					t.Errorf("%s: image %s, command %v", inst.container, c.Image, c.Command)
 				}
 				var cfg struct {
@@ -99,6 +100,29 @@ func TestDVCR(t *testing.T) {
 						t.Errorf("%s mounts the storage readOnly=%v", inst.container, m.ReadOnly)
 					}
 				}
+			}
+			// The garbage collection runs before the registries, over the push instance's
+			// configuration and the storage, writable: the command devstack/dvcr runs.
+			if len(spec.InitContainers) != 1 {
+				t.Fatalf("init containers %+v", spec.InitContainers)
+			}
+			gc := spec.InitContainers[0]
+			if want := append(append([]string{dvcr.Binary}, dvcr.GarbageCollectArgs...), "/etc/dvcr/config/push.yaml"); gc.Name != "gc" || gc.Image != tc.image || !slices.Equal(gc.Command, want) {
+				t.Errorf("init container %s: image %s, command %v, want %v", gc.Name, gc.Image, gc.Command, want)
+			}
+			mounts := map[string]corev1.VolumeMount{}
+			for _, m := range gc.VolumeMounts {
+				mounts[m.Name] = m
+			}
+			if m := mounts["storage"]; m.MountPath != "/var/lib/registry" || m.ReadOnly {
+				t.Errorf("gc mounts the storage %+v", m)
+			}
+			if m := mounts["config"]; m.MountPath != "/etc/dvcr/config" {
+				t.Errorf("gc mounts the configuration %+v", m)
+			}
+			controller := into[appsv1.Deployment](t, find(t, objs, "Deployment", "virtualization-controller")).Spec.Template.Spec
+			if args := container(t, controller, "virtualization-controller").Args; !slices.Contains(args, "--dvcr-gc-schedule=0 2 * * *") || !slices.Contains(args, "--dvcr-deployment=dvcr") {
+				t.Errorf("virtualization-controller's args %q: no daily collection of DVCR", args)
 			}
 			for _, v := range spec.Volumes {
 				if v.Name == "storage" {

@@ -104,14 +104,17 @@ func buildImporter(t testing.TB) string {
 }
 
 // startDVCR starts a local DVCR on 127.0.0.1 with a certificate of a throwaway CA.
-func startDVCR(t testing.TB) registry {
+func startDVCR(t testing.TB) registry { return startDVCRIn(t, t.TempDir()) }
+
+// startDVCRIn starts it over dir's storage, which an earlier one may have left.
+func startDVCRIn(t testing.TB, dir string) registry {
 	t.Helper()
 	cert, caPEM := testenv.ServingCert(t, []string{"dvcr.local"}, []net.IP{net.ParseIP("127.0.0.1")})
 	certPEM, keyPEM, err := dvcr.PEM(cert)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dvcr.Start(context.Background(), dvcr.Options{Dir: t.TempDir(), Cert: certPEM, Key: keyPEM, Host: "127.0.0.1"})
+	d, err := dvcr.Start(context.Background(), dvcr.Options{Dir: dir, Cert: certPEM, Key: keyPEM, Host: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +281,7 @@ func TestImporter(t *testing.T) {
 	t.Run("progress metrics", func(t *testing.T) { testProgress(t, f) })
 	t.Run("upload", func(t *testing.T) { testUpload(t, f) })
 	t.Run("export", func(t *testing.T) { testExport(t, f) })
+	t.Run("garbage collection", func(t *testing.T) { testGarbageCollection(t, f) })
 }
 
 func testToDVCR(t *testing.T, f *fixture) {

@@ -84,6 +84,7 @@ func checkUpgrades(t *testing.T, ctx context.Context, st *stack, vmiUID string) 
 	if got := st.kubectl(t, st.kubevirt, "get", "vmi/demo", "-o", "jsonpath={.metadata.uid}"); got != vmiUID {
 		t.Fatalf("VMI after the upgrades: uid %q, was %q", got, vmiUID)
 	}
+	checkDVCRGarbageCollection(t, ctx, st, apiCPU, "logLevel=debug", "logFormat=text")
 }
 
 // missingLogArgs lists the containers of the components' templates that lack their logArgs.

@@ -17,6 +17,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -46,6 +47,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmip"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
+	"github.com/d8virt/virtualization-controller/pkg/dvcrgc"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/subresources"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
@@ -151,6 +153,19 @@ func run(ctx context.Context, o Options) error {
 		}
 		if err := ctrlmetrics.Registry.Register(image.NewPhaseCollector(kind, mgr.GetClient())); err != nil {
 			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if o.DVCRGCSchedule != nil {
+		gc := &dvcrgc.Collector{
+			Schedule: o.DVCRGCSchedule, Deployment: types.NamespacedName{Namespace: o.Namespace, Name: o.DVCRDeployment},
+			Reader: mgr.GetAPIReader(), Pods: mgr.GetClient(), Selector: managed, Writer: mgr.GetClient(),
+			Clock: clock.RealClock{}, Retry: time.Minute, Log: mgr.GetLogger().WithName("dvcrgc"), Requests: dvcrgc.NewRequestsCounter(),
+		}
+		if err := ctrlmetrics.Registry.Register(gc.Requests); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if err := mgr.Add(gc); err != nil {
+			return fmt.Errorf("dvcr garbage collection: %w", err)
 		}
 	}
 	vms := vm.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), clock.RealClock{}, mgr.GetEventRecorder(vm.EventSource))

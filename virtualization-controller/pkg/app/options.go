@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/d8virt/logopts"
+	"github.com/d8virt/virtualization-controller/pkg/dvcrgc"
 	"github.com/d8virt/virtualization-controller/pkg/ipam"
 )
 
@@ -70,6 +72,11 @@ type Options struct {
 	UploadServiceType corev1.ServiceType
 	// VMWorkers is how many VirtualMachines the VM controller reconciles at once.
 	VMWorkers int
+	// DVCRGCSchedule is when DVCR's storage is garbage-collected (a restart of DVCR's pod, whose
+	// init container collects), as soon as no import runs; nil: never on schedule.
+	DVCRGCSchedule cron.Schedule
+	// DVCRDeployment is DVCR's Deployment in Namespace, which the collection restarts.
+	DVCRDeployment string
 	// Log is the log's level and format (--log-level, --log-format), passed on to importer Pods.
 	Log logopts.Options
 }
@@ -105,9 +112,18 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.DurationVar(&o.UploadTimeout, "upload-timeout", time.Hour, "how long an image or disk with an Upload source waits for the upload to begin, then Failed (WaitForUserUploadTimeout)")
 	fs.StringVar((*string)(&o.UploadServiceType), "upload-service-type", string(corev1.ServiceTypeClusterIP), "type of an uploader's Service: ClusterIP, or NodePort (status.imageUploadURLs.external: the node port at the uploader's node)")
 	fs.IntVar(&o.VMWorkers, "vm-workers", 4, "VirtualMachines reconciled at once")
+	var gcSchedule string
+	fs.StringVar(&gcSchedule, "dvcr-gc-schedule", "", "when DVCR's storage is garbage-collected (its pod restarted, once no import runs): a cron expression in UTC or @daily, @every 6h ...; empty: never on schedule")
+	fs.StringVar(&o.DVCRDeployment, "dvcr-deployment", "dvcr", "DVCR's Deployment in --namespace, restarted for its garbage collection")
 	o.Log.Bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return Options{}, err
+	}
+	var gcErr error
+	if gcSchedule != "" {
+		if o.DVCRGCSchedule, gcErr = dvcrgc.ParseSchedule(gcSchedule); gcErr != nil {
+			gcErr = fmt.Errorf("--dvcr-gc-schedule %q: %w", gcSchedule, gcErr)
+		}
 	}
 	var cidrErr error
 	if cidrs != "" {
@@ -124,7 +140,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
 	}
-	return o, errors.Join(cidrErr, o.validate())
+	return o, errors.Join(cidrErr, gcErr, o.validate())
 }
 
 func (o Options) validate() error {
@@ -151,7 +167,7 @@ func (o Options) validate() error {
 	if o.DVCRCAFile == "" {
 		errs = append(errs, errors.New("--dvcr-ca-file is required"))
 	}
-	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-puller-secret": o.DVCRPullerSecret, "--dvcr-tls-secret": o.DVCRTLSSecret} {
+	for flagName, name := range map[string]string{"--dvcr-pusher-secret": o.DVCRPusherSecret, "--dvcr-puller-secret": o.DVCRPullerSecret, "--dvcr-tls-secret": o.DVCRTLSSecret, "--dvcr-deployment": o.DVCRDeployment} {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", flagName, name, msgs[0]))
 		}

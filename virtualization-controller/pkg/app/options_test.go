@@ -51,6 +51,22 @@ func TestParseOptions(t *testing.T) {
 				t.Errorf("upload service type %q", o.UploadServiceType)
 			}
 		}},
+		{name: "no gc schedule", args: required, check: func(t *testing.T, o Options) {
+			if o.DVCRGCSchedule != nil || o.DVCRDeployment != "dvcr" {
+				t.Errorf("gc schedule %v, deployment %q", o.DVCRGCSchedule, o.DVCRDeployment)
+			}
+		}},
+		{name: "a gc schedule", args: append(required, "--dvcr-gc-schedule=0 2 * * *", "--dvcr-deployment=registry"), check: func(t *testing.T, o Options) {
+			if o.DVCRGCSchedule == nil || o.DVCRDeployment != "registry" {
+				t.Fatalf("gc schedule %v, deployment %q", o.DVCRGCSchedule, o.DVCRDeployment)
+			}
+			from := time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
+			if next := o.DVCRGCSchedule.Next(from); !next.Equal(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)) {
+				t.Errorf("next collection %s", next)
+			}
+		}},
+		{name: "a bad gc schedule", args: append(required, "--dvcr-gc-schedule=at two"), wantErr: `--dvcr-gc-schedule "at two"`},
+		{name: "a bad dvcr deployment", args: append(required, "--dvcr-deployment=DVCR"), wantErr: `--dvcr-deployment "DVCR"`},
 		{name: "a bad upload service type", args: append(required, "--upload-service-type=LoadBalancer"), wantErr: `--upload-service-type "LoadBalancer": want ClusterIP or NodePort`},
 		{name: "log options", args: append(required, "--log-level=debug", "--log-format=text"), check: func(t *testing.T, o Options) {
 			if o.Log != (logopts.Options{Level: "debug", Format: "text"}) {
