@@ -16,8 +16,7 @@ STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 
 log() { printf '[build-k8s %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-mkdir -p "$BIN" "$K8S_DIR/src" "$CACHE_ROOT/helm-$HELM_VERSION/src" "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src" \
-  "$CACHE_ROOT/distribution-$DISTRIBUTION_VERSION/src"
+mkdir -p "$BIN" "$K8S_DIR/src"
 exec 9>"$K8S_DIR/.build.lock"
 flock 9
 
@@ -69,42 +68,35 @@ if [ "${#missing[@]}" -gt 0 ]; then
   log "Kubernetes binaries ready"
 fi
 
-if [ ! -x "$BIN/helm" ]; then
-  log "building helm $HELM_VERSION"
-  cd "$CACHE_ROOT/helm-$HELM_VERSION/src"
-  printf 'module d8v.local/helmbuild\n\ngo 1.26\n' >go.mod
-  GOFLAGS=-mod=mod go get "helm.sh/helm/v3@$HELM_VERSION" >&2
-  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-    -o "$BIN/helm" helm.sh/helm/v3/cmd/helm
-  log "helm ready"
-fi
+# build_tool BINARY DIR MODULE@VERSION PACKAGE LDFLAGS builds one tool in a throwaway module of its
+# own (DIR/src): the proxy refuses version lists for some modules, so the pin is an exact version,
+# and go get resolves the tool's own requirements (kube-rbac-proxy's k8s.io libraries, for one)
+# independently of the Kubernetes release above. LDFLAGS' -X flags set what its --version prints,
+# as its own Makefile does.
+build_tool() {
+  local binary="$1" dir="$2" module="$3" pkg="$4" ldflags="$5"
+  [ -x "$BIN/$binary" ] && return 0
+  log "building $binary ($module)"
+  mkdir -p "$dir/src"
+  (
+    cd "$dir/src"
+    printf 'module d8v.local/%sbuild\n\ngo 1.26\n' "${binary//-/}" >go.mod
+    GOFLAGS=-mod=mod go get "$module" >&2
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w $ldflags" -o "$BIN/$binary" "$pkg"
+  )
+  log "$binary ready"
+}
 
-if [ ! -x "$BIN/kube-rbac-proxy" ]; then
-  # A throwaway module, like helm's: the proxy refuses version lists for some modules, so the pin is
-  # an exact version, and go get resolves kube-rbac-proxy's own requirements (its k8s.io libraries)
-  # independently of the Kubernetes release above. The -X flags set what its --version prints, as
-  # its own Makefile does.
-  log "building kube-rbac-proxy $KUBE_RBAC_PROXY_VERSION"
-  cd "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION/src"
-  printf 'module d8v.local/kuberbacproxybuild\n\ngo 1.26\n' >go.mod
-  GOFLAGS=-mod=mod go get "github.com/brancz/kube-rbac-proxy@$KUBE_RBAC_PROXY_VERSION" >&2
-  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_RBAC_PROXY_VERSION -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy" \
-    -o "$BIN/kube-rbac-proxy" github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy
-  log "kube-rbac-proxy ready"
-fi
-
-if [ ! -x "$BIN/registry" ]; then
-  # DVCR runs distribution's own command, built with this Go (docs/dvcr.md: the hashing of what is
-  # pushed is the import's bottleneck, and a current Go hashes with the CPU's SHA extensions). The -X
-  # flag sets what its --version prints, as its own Makefile does.
-  log "building distribution's registry $DISTRIBUTION_VERSION"
-  cd "$CACHE_ROOT/distribution-$DISTRIBUTION_VERSION/src"
-  printf 'module d8v.local/distributionbuild\n\ngo 1.26\n' >go.mod
-  GOFLAGS=-mod=mod go get "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" >&2
-  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION" \
-    -o "$BIN/registry" github.com/distribution/distribution/v3/cmd/registry
-  log "registry ready"
-fi
+build_tool helm "$CACHE_ROOT/helm-$HELM_VERSION" "helm.sh/helm/v3@$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+build_tool kube-rbac-proxy "$CACHE_ROOT/kube-rbac-proxy-$KUBE_RBAC_PROXY_VERSION" \
+  "github.com/brancz/kube-rbac-proxy@$KUBE_RBAC_PROXY_VERSION" github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy \
+  "-X k8s.io/component-base/version.gitVersion=$KUBE_RBAC_PROXY_VERSION -X k8s.io/component-base/version/verflag.programName=kube-rbac-proxy"
+# DVCR runs distribution's own command, built with this Go (docs/dvcr.md: a current Go hashes what
+# is pushed with the CPU's SHA extensions).
+build_tool registry "$CACHE_ROOT/distribution-$DISTRIBUTION_VERSION" \
+  "github.com/distribution/distribution/v3@$DISTRIBUTION_VERSION" github.com/distribution/distribution/v3/cmd/registry \
+  "-X github.com/distribution/distribution/v3/version.version=$DISTRIBUTION_VERSION"
 
 "$BIN/kube-apiserver" --version >&2
 echo "$BIN"

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -132,10 +133,16 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 	return d, nil
 }
 
-// GarbageCollectArgs are the registry's arguments, before the configuration's path, that delete
-// the blobs and untagged manifests no tag refers to: what the chart's DVCR pod runs before its
-// registries start (its gc init container), and GarbageCollect here.
-var GarbageCollectArgs = []string{"garbage-collect", "--delete-untagged"}
+// GarbageCollectScript is the shell script that garbage-collects DVCR's storage (rooted at
+// storage, the registry's configuration at config): the blobs and untagged manifests no tag refers
+// to. The registry's collection fails on a storage that has no repository yet, so that is left
+// alone. The chart's DVCR pod runs it before its registries start (its gc init container, with
+// /var/lib/registry and /etc/dvcr/config/push.yaml), and GarbageCollect here.
+func GarbageCollectScript(storage, config string) string {
+	repos := path.Join(storage, "docker/registry/v2/repositories")
+	return fmt.Sprintf(`if [ -d %[1]s ]; then exec %[2]s garbage-collect --delete-untagged %[3]s; fi; echo "nothing to collect: no repository in %[4]s"`,
+		repos, Binary, config, storage)
+}
 
 // GarbageCollect runs the registry's garbage collection over the storage, as the chart's DVCR pod
 // does at its start: only while both instances are stopped (Stop), since a blob pushed but not yet
@@ -144,7 +151,7 @@ func (d *DVCR) GarbageCollect(ctx context.Context) (string, error) {
 	if len(d.procs) > 0 {
 		return "", errors.New("dvcr: garbage collection while the registry runs")
 	}
-	cmd := exec.CommandContext(ctx, Binary, append(GarbageCollectArgs, d.pushConfig)...)
+	cmd := exec.CommandContext(ctx, "sh", "-c", GarbageCollectScript(d.Storage, d.pushConfig))
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -107,7 +107,7 @@ func TestDVCR(t *testing.T) {
 				t.Fatalf("init containers %+v", spec.InitContainers)
 			}
 			gc := spec.InitContainers[0]
-			if want := append(append([]string{dvcr.Binary}, dvcr.GarbageCollectArgs...), "/etc/dvcr/config/push.yaml"); gc.Name != "gc" || gc.Image != tc.image || !slices.Equal(gc.Command, want) {
+			if want := []string{"sh", "-c", dvcr.GarbageCollectScript("/var/lib/registry", "/etc/dvcr/config/push.yaml")}; gc.Name != "gc" || gc.Image != tc.image || !slices.Equal(gc.Command, want) {
 				t.Errorf("init container %s: image %s, command %v, want %v", gc.Name, gc.Image, gc.Command, want)
 			}
 			mounts := map[string]corev1.VolumeMount{}

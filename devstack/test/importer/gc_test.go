@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -19,6 +20,12 @@ import (
 func testGarbageCollection(t *testing.T, f *fixture) {
 	dir := t.TempDir()
 	reg := startDVCRIn(t, dir)
+	// A new DVCR has no repository yet, on which the registry's collection would fail.
+	reg.Stop()
+	if out, err := reg.GarbageCollect(context.Background()); err != nil || !strings.Contains(out, "nothing to collect") {
+		t.Fatalf("collection of a new DVCR: %v\n%s", err, out)
+	}
+	reg = startDVCRIn(t, dir)
 	for repo, file := range map[string]string{"cvi/kept:latest": "disk.qcow2", "cvi/deleted:latest": "cidata.iso"} {
 		if res, code := f.run(t, append([]string{"--source-url", f.url(file)}, reg.toDVCR(repo)...)...); code != 0 {
 			t.Fatalf("import %s: exit %d, %+v", repo, code, res)

@@ -14,7 +14,7 @@ import (
 // cdiskManifest: a class of its own and a friendly VM whose only disk is the ClusterVirtualImage
 // cdisk-e2e-root, with no VirtualDisk in between; and a VirtualImage kept on a claim, made from
 // that image, and a VM whose only disk it is.
-const cdiskManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
+var cdiskManifest = `apiVersion: virtualization.deckhouse.io/v1alpha3
 kind: VirtualMachineClass
 metadata:
   name: cdisk-e2e
@@ -22,29 +22,7 @@ spec:
   cpu:
     type: Host
 ---
-apiVersion: virtualization.deckhouse.io/v1alpha2
-kind: VirtualMachine
-metadata:
-  name: cdisk-e2e
-  namespace: default
-spec:
-  virtualMachineClassName: cdisk-e2e
-  runPolicy: AlwaysOn
-  cpu:
-    cores: 1
-    coreFraction: 50%
-  memory:
-    size: 128Mi
-  blockDeviceRefs:
-    - kind: ClusterVirtualImage
-      name: cdisk-e2e-root
-  provisioning:
-    type: UserData
-    userData: |
-      #cloud-config
-      runcmd:
-      - echo hello from cdisk-e2e
----
+` + fmt.Sprintf(cdiskVM, "cdisk-e2e", "ClusterVirtualImage", "cdisk-e2e-root") + `---
 apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualImage
 metadata:
@@ -56,28 +34,32 @@ spec:
     type: ObjectRef
     objectRef: {kind: ClusterVirtualImage, name: cdisk-e2e-root}
 ---
-apiVersion: virtualization.deckhouse.io/v1alpha2
+` + fmt.Sprintf(cdiskVM, "cdisk-e2e-claim", "VirtualImage", "cdisk-e2e-claim")
+
+// cdiskVM is a VM %[1]s of the class cdisk-e2e whose only disk is the image %[3]s of kind %[2]s;
+// its guest says hello with its name.
+const cdiskVM = `apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualMachine
 metadata:
-  name: cdisk-e2e-claim
+  name: %[1]s
   namespace: default
 spec:
   virtualMachineClassName: cdisk-e2e
   runPolicy: AlwaysOn
   cpu:
     cores: 1
-    coreFraction: 50%
+    coreFraction: 50%%
   memory:
     size: 128Mi
   blockDeviceRefs:
-    - kind: VirtualImage
-      name: cdisk-e2e-claim
+    - kind: %[2]s
+      name: %[3]s
   provisioning:
     type: UserData
     userData: |
       #cloud-config
       runcmd:
-      - echo hello from cdisk-e2e-claim
+      - echo hello from %[1]s
 `
 
 // checkVirtualMachineFromImage boots a friendly VM straight from a ClusterVirtualImage: the
