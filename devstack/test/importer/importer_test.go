@@ -281,6 +281,7 @@ func TestImporter(t *testing.T) {
 	t.Run("progress metrics", func(t *testing.T) { testProgress(t, f) })
 	t.Run("upload", func(t *testing.T) { testUpload(t, f) })
 	t.Run("export", func(t *testing.T) { testExport(t, f) })
+	t.Run("export of an image", func(t *testing.T) { testExportImage(t, f) })
 	t.Run("garbage collection", func(t *testing.T) { testGarbageCollection(t, f) })
 }
 

@@ -40,7 +40,8 @@ import (
 type options struct {
 	sourceURL, sourceImage, sourceCA, sourceAuth string
 	sourceTokenFile, sourceFile                  string
-	exportFile, exportAddress, exportTokenFile   string
+	exportFile, exportImage                      string
+	exportAddress, exportTokenFile               string
 	uploadAddress, uploadTokenFile               string
 	uploadTimeout                                time.Duration
 	sums                                         map[string]*string
@@ -63,6 +64,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.sourceFile, contract.FlagSourceFile, "", "disk file or block device to read (raw)")
 	fs.StringVar(&o.sourceTokenFile, contract.FlagSourceTokenFile, "", "file with the bearer token for the source URL's requests")
 	fs.StringVar(&o.exportFile, contract.FlagExportFile, "", "serve this disk file or block device to an importer instead of importing")
+	fs.StringVar(&o.exportImage, contract.FlagExportImage, "", "serve the disk of this container-disk image to an importer instead of importing (with --"+contract.FlagSourceAuthFile+" and --"+contract.FlagSourceCABundle+")")
 	fs.StringVar(&o.exportAddress, contract.FlagExportAddress, ":8090", "address the export is served at ("+contract.ExportPath+")")
 	fs.StringVar(&o.exportTokenFile, contract.FlagExportTokenFile, "", "file with the token the export's requests must bear")
 	fs.StringVar(&o.uploadAddress, contract.FlagSourceUploadAddress, "", "address to wait for the user's upload at ("+contract.UploadPath+")")
@@ -99,12 +101,25 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	if envErr != nil {
 		return o, envErr
 	}
-	if o.exportFile != "" {
+	if o.exportFile != "" || o.exportImage != "" {
+		what := "--" + contract.FlagExportFile
+		if o.exportImage != "" {
+			what = "--" + contract.FlagExportImage
+		}
+		if o.exportFile != "" && o.exportImage != "" {
+			return o, fmt.Errorf("give one of --%s and --%s", contract.FlagExportFile, contract.FlagExportImage)
+		}
 		if countSet(o.sourceURL, o.sourceImage, o.sourceFile, o.uploadAddress, o.destImage, o.destFile) > 0 || o.inspect {
-			return o, fmt.Errorf("--%s takes no source, destination or --%s", contract.FlagExportFile, contract.FlagInspect)
+			return o, fmt.Errorf("%s takes no source, destination or --%s", what, contract.FlagInspect)
+		}
+		if o.exportFile != "" && (o.sourceAuth != "" || o.sourceCA != "") {
+			return o, fmt.Errorf("--%s and --%s go with --%s", contract.FlagSourceAuthFile, contract.FlagSourceCABundle, contract.FlagExportImage)
 		}
 		if o.exportTokenFile == "" {
-			return o, fmt.Errorf("--%s goes with --%s", contract.FlagExportFile, contract.FlagExportTokenFile)
+			return o, fmt.Errorf("%s goes with --%s", what, contract.FlagExportTokenFile)
+		}
+		if o.retries < 1 {
+			return o, fmt.Errorf("--%s must be at least 1", contract.FlagRetries)
 		}
 		return o, o.log.Validate()
 	}
@@ -156,7 +171,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	var res contract.Result
 	switch {
-	case err == nil && o.exportFile != "":
+	case err == nil && (o.exportFile != "" || o.exportImage != ""):
 		err = export(ctx, o, log)
 		res = contract.Result{Reason: contract.ReasonCompleted}
 	case err == nil:
@@ -274,19 +289,27 @@ func readToken(file string) (string, error) {
 	return token, nil
 }
 
-// export serves o.exportFile until ctx ends (the exporter's Pod is deleted).
+// export serves o.exportFile or o.exportImage's disk until ctx ends (the exporter's Pod is
+// deleted).
 func export(ctx context.Context, o options, log *slog.Logger) error {
 	token, err := readToken(o.exportTokenFile)
 	if err != nil {
 		return err
 	}
-	// A claim without the disk fails now, with a reason, not each request later.
-	f, err := os.Open(o.exportFile)
-	if err != nil {
-		return contract.Errorf(contract.ReasonSourceNotFound, "the disk cannot be read: %w", err)
-	}
-	f.Close()
 	h := &exporter.Handler{Path: o.exportFile, Token: token, Sent: exporter.NewSentCounter(), Log: log}
+	// A claim without the disk, or a missing image, fails now, with a reason, not each request
+	// later.
+	if o.exportImage != "" {
+		if h.Image, err = exportedImage(ctx, o); err != nil {
+			return err
+		}
+	} else {
+		f, err := os.Open(o.exportFile)
+		if err != nil {
+			return contract.Errorf(contract.ReasonSourceNotFound, "the disk cannot be read: %w", err)
+		}
+		f.Close()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.Sent)
 	l, err := net.Listen("tcp", o.exportAddress)
@@ -300,11 +323,32 @@ func export(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: h.Mux(), ReadHeaderTimeout: 30 * time.Second}
 	context.AfterFunc(ctx, func() { srv.Close() })
-	log.Info("exporting", "path", o.exportFile, "address", l.Addr().String())
+	log.Info("exporting", "path", o.exportFile, "image", o.exportImage, "address", l.Addr().String())
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return contract.Errorf(contract.ReasonInternal, "export server: %w", err)
 	}
 	return nil
+}
+
+// exportedImage opens o.exportImage's disk once, to fail now when it cannot be read, and returns
+// how each request opens it.
+func exportedImage(ctx context.Context, o options) (func(context.Context) (source.Stream, error), error) {
+	tr, err := cabundle.Transport(o.sourceCA)
+	if err != nil {
+		return nil, contract.Errorf(contract.ReasonInvalidArguments, "%w", err)
+	}
+	keys, err := keychain(o.sourceAuth)
+	if err != nil {
+		return nil, err
+	}
+	reg := &source.Registry{Image: o.exportImage, Keychain: keys, Transport: tr,
+		Backoff: source.Backoff{Initial: time.Second, Max: 30 * time.Second, Attempts: o.retries}}
+	s, err := reg.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.Close()
+	return reg.Open, nil
 }
 
 func keychain(file string) (authn.Keychain, error) {

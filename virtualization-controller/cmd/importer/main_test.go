@@ -79,6 +79,11 @@ func TestParseSourcesAndExport(t *testing.T) {
 		{name: "an export without a token", args: []string{"--export-file=/dev/source"}, err: "--export-file goes with --export-token-file"},
 		{name: "an export with a source", args: []string{"--export-file=/d", "--export-token-file=/t", "--source-url=http://x/d"}, err: "--export-file takes no source, destination or --inspect"},
 		{name: "an export with a destination", args: []string{"--export-file=/d", "--export-token-file=/t", "--destination-file=/data/disk.img"}, err: "--export-file takes no source"},
+		{name: "an image's export", args: []string{"--export-image=dvcr/cvi/a:latest", "--source-auth-file=/pull/.dockerconfigjson", "--source-ca-bundle=/tls/ca.crt", "--export-token-file=/t"}},
+		{name: "an image's export without a token", args: []string{"--export-image=dvcr/cvi/a:latest"}, err: "--export-image goes with --export-token-file"},
+		{name: "an image's export with an image source", args: []string{"--export-image=dvcr/cvi/a:latest", "--export-token-file=/t", "--source-image=dvcr/cvi/b:latest"}, err: "--export-image takes no source, destination or --inspect"},
+		{name: "both exports", args: []string{"--export-image=dvcr/cvi/a:latest", "--export-file=/d", "--export-token-file=/t"}, err: "give one of --export-file and --export-image"},
+		{name: "a file's export with registry credentials", args: []string{"--export-file=/d", "--export-token-file=/t", "--source-auth-file=/a"}, err: "--source-auth-file and --source-ca-bundle go with --export-image"},
 		{name: "a token without a URL", args: []string{"--source-image=reg/disk:1", "--source-token-file=/t", "--destination-file=/d"}, err: "--source-token-file goes with --source-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

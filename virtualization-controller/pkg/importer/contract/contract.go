@@ -38,10 +38,15 @@ const (
 	FlagSourceTokenFile = "source-token-file"
 
 	// An exporter serves one disk to one importer instead of importing: a VirtualDisk's claim
-	// (its disk.img, or its block device) next to the claim, for an image made from the disk.
-	// It answers GET and HEAD of ExportPath (with Range) bearing the token in
-	// FlagExportTokenFile, and serves until it is stopped. No source or destination goes with it.
+	// (its disk.img, or its block device) next to the claim, for an image made from the disk
+	// (FlagExportFile); or the disk of an image in DVCR, in the module's namespace, for a disk or a
+	// claim filled from the image in another namespace, which never sees DVCR's credentials
+	// (FlagExportImage, read with FlagSourceAuthFile and FlagSourceCABundle, anew for each request).
+	// It answers GET and HEAD of ExportPath bearing the token in FlagExportTokenFile (a file with
+	// Range; an image's stream from its start, Range ignored), and serves until it is stopped. No
+	// source or destination goes with it.
 	FlagExportFile      = "export-file"
+	FlagExportImage     = "export-image"
 	FlagExportAddress   = "export-address"
 	FlagExportTokenFile = "export-token-file"
 	ExportPath          = "/export"

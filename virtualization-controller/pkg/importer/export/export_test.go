@@ -1,17 +1,22 @@
 package export
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importer/source"
 )
 
 func TestHandler(t *testing.T) {
@@ -67,5 +72,64 @@ func TestHandler(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.Sent); got != float64(len(data)+10) {
 		t.Fatalf("sent %v bytes, want %d", got, len(data)+10)
+	}
+}
+
+// An image's disk is streamed whole for each request: a Range is ignored (200, the whole
+// length), HEAD tells the length without reading the disk, an image that cannot be read is 502.
+func TestImageHandler(t *testing.T) {
+	data := []byte(strings.Repeat("qcow2 ", 500))
+	opened := 0
+	h := &Handler{Image: func(ctx context.Context) (source.Stream, error) {
+		opened++
+		return source.Stream{ReadCloser: io.NopCloser(bytes.NewReader(data)), Size: int64(len(data))}, nil
+	}, Token: "secret", Sent: NewSentCounter(), Log: slog.New(slog.DiscardHandler)}
+	broken := &Handler{Image: func(ctx context.Context) (source.Stream, error) {
+		return source.Stream{}, errors.New("manifest unknown")
+	}, Token: "secret", Sent: NewSentCounter(), Log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		name, method, token, rng string
+		h                        *Handler
+		code                     int
+		body                     string
+	}{
+		{name: "the disk", method: http.MethodGet, token: "secret", h: h, code: 200, body: string(data)},
+		{name: "a range asked, the whole disk sent", method: http.MethodGet, token: "secret", rng: "bytes=100-", h: h, code: 200, body: string(data)},
+		{name: "head", method: http.MethodHead, token: "secret", h: h, code: 200, body: ""},
+		{name: "no token", method: http.MethodGet, h: h, code: 401},
+		{name: "the image cannot be read", method: http.MethodGet, token: "secret", h: broken, code: 502, body: "the image cannot be read: manifest unknown\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.h.Mux())
+			defer srv.Close()
+			req, _ := http.NewRequest(tc.method, srv.URL+contract.ExportPath, nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			if tc.rng != "" {
+				req.Header.Set("Range", tc.rng)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.code {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.code)
+			}
+			if tc.code/100 == 2 && resp.ContentLength != int64(len(data)) {
+				t.Errorf("Content-Length %d", resp.ContentLength)
+			}
+			if tc.code != 401 && string(body) != tc.body {
+				t.Errorf("body %q..., want %d bytes", body[:min(len(body), 20)], len(tc.body))
+			}
+		})
+	}
+	if got := testutil.ToFloat64(h.Sent); got != float64(2*len(data)) {
+		t.Errorf("sent %v bytes, want %d", got, 2*len(data))
+	}
+	if opened != 3 {
+		t.Errorf("the image opened %d times, want once a request", opened)
 	}
 }
