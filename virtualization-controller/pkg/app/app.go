@@ -48,6 +48,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/vmop"
 	"github.com/d8virt/virtualization-controller/pkg/dvcr"
 	"github.com/d8virt/virtualization-controller/pkg/dvcrgc"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/subresources"
 	"github.com/d8virt/virtualization-controller/pkg/webhook/classconversion"
@@ -130,8 +131,12 @@ func run(ctx context.Context, o Options) error {
 	pods := image.PodConfig{
 		Namespace: o.Namespace, Image: o.ImporterImage,
 		DVCRAddress: o.DVCRAddress, DVCRPullAddress: o.DVCRPullAddress,
-		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, DVCRPullerSecret: o.DVCRPullerSecret, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType,
+		DVCRPusherSecret: o.DVCRPusherSecret, DVCRTLSSecret: o.DVCRTLSSecret, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType,
 		Log: o.Log,
+	}
+	exporter := importerpod.DVCRExporter{
+		Namespace: o.Namespace, Image: o.ImporterImage, Log: o.Log, PullerSecret: o.DVCRPullerSecret, TLSSecret: o.DVCRTLSSecret,
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), NewToken: newToken,
 	}
 	scraper := importerprogress.NewScraper(&http.Client{Timeout: 5 * time.Second})
 	images := dvcr.NewImages(o.DVCRAuthFile, o.DVCRCAFile)
@@ -145,6 +150,7 @@ func run(ctx context.Context, o Options) error {
 		r := image.NewReconciler(image.Config{
 			Kind: kind, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pods: pods,
 			Progress: scraper, Images: images, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder(source), Metrics: imports,
+			DVCRExporter:     exporter,
 			NewToken:         newToken,
 			ProgressInterval: o.ProgressInterval, SourceInterval: o.SourceInterval,
 		})
@@ -202,9 +208,8 @@ func run(ctx context.Context, o Options) error {
 		return err
 	}
 	disks := vd.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), vd.Config{
-		Pods:      vd.PodConfig{Image: o.ImporterImage, Log: o.Log, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType},
-		Namespace: o.Namespace, DVCRPullerSecret: o.DVCRPullerSecret, DVCRTLSSecret: o.DVCRTLSSecret,
-		Interval: o.ProgressInterval, NewToken: newToken,
+		Pods:         vd.PodConfig{Image: o.ImporterImage, Log: o.Log, UploadTimeout: o.UploadTimeout, UploadServiceType: o.UploadServiceType},
+		DVCRExporter: exporter, Interval: o.ProgressInterval, NewToken: newToken,
 	}, scraper, clock.RealClock{}, mgr.GetEventRecorder(vd.EventSource))
 	if err := disks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("virtualdisk controller: %w", err)

@@ -6,15 +6,12 @@ package importerpod
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/d8virt/logopts"
@@ -66,27 +63,6 @@ func Flag(name, value string) string { return "--" + name + "=" + value }
 // MetricsURL is where a running importer Pod serves its progress.
 func MetricsURL(pod *corev1.Pod) string {
 	return "http://" + pod.Status.PodIP + ":" + strconv.Itoa(MetricsPort) + contract.MetricsPath
-}
-
-// DVCRCredentials are what an importer outside the module's namespace reads DVCR with: the
-// puller's .dockerconfigjson and DVCR's CA. The controller copies them into the importer's own
-// Secret, as a Pod mounts Secrets of its own namespace only.
-type DVCRCredentials struct {
-	DockerConfigJSON []byte
-	CA               []byte
-}
-
-// ReadDVCRCredentials reads them from the Secrets puller (.dockerconfigjson) and tlsSecret
-// (ca.crt) of namespace, past the cache (Secrets are not cached).
-func ReadDVCRCredentials(ctx context.Context, reader client.Reader, namespace, puller, tlsSecret string) (DVCRCredentials, error) {
-	var auth, tls corev1.Secret
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: puller}, &auth); err != nil {
-		return DVCRCredentials{}, fmt.Errorf("DVCR puller secret: %w", err)
-	}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: tlsSecret}, &tls); err != nil {
-		return DVCRCredentials{}, fmt.Errorf("DVCR TLS secret: %w", err)
-	}
-	return DVCRCredentials{DockerConfigJSON: auth.Data[corev1.DockerConfigJsonKey], CA: tls.Data["ca.crt"]}, nil
 }
 
 // Scraper reads a running importer's progress from its metrics URL.

@@ -2,7 +2,6 @@ package image
 
 import (
 	"path"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,13 +18,8 @@ import (
 // token, so DVCR's push credentials never leave the module's namespace. The exporter lives while
 // the import runs and goes with the importer.
 
+// Where the exporter finds the disk: a Filesystem claim's disk.img, a Block claim's device.
 const (
-	// ExportPort is where an exporter serves the disk, named "export".
-	ExportPort = 8090
-	// keyExportToken is the token in the exporter's Secret and in the importer's.
-	keyExportToken = "export-token"
-	exportTokenDir = "/etc/exporter"
-	// Where the exporter finds the disk: a Filesystem claim's disk.img, a Block claim's device.
 	exportMountDir = "/source"
 	exportDevice   = "/dev/source"
 )
@@ -47,7 +41,7 @@ func (c PodConfig) exporterMeta(k Kind, img Image, namespace string) metav1.Obje
 
 // ExporterSecret holds the token img's exporter takes; it is in the disk's namespace.
 func (c PodConfig) ExporterSecret(k Kind, img Image, namespace, token string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: c.exporterMeta(k, img, namespace), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{keyExportToken: []byte(token)}}
+	return &corev1.Secret{ObjectMeta: c.exporterMeta(k, img, namespace), Type: corev1.SecretTypeOpaque, Data: map[string][]byte{importerpod.KeyExportToken: []byte(token)}}
 }
 
 // ExporterPod is the one builder of img's exporter: the importer binary serving disk's claim
@@ -58,15 +52,7 @@ func (c PodConfig) ExporterPod(k Kind, img Image, namespace string, disk DiskRef
 	if disk.Block {
 		file = exportDevice
 	}
-	container := importerpod.Container(c.Image, c.Log)
-	container.Args = append(container.Args,
-		importerpod.Flag(contract.FlagExportFile, file),
-		importerpod.Flag(contract.FlagExportAddress, ":"+strconv.Itoa(ExportPort)),
-		importerpod.Flag(contract.FlagExportTokenFile, path.Join(exportTokenDir, keyExportToken)),
-		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
-	)
-	container.Ports = append(container.Ports, corev1.ContainerPort{Name: "export", ContainerPort: ExportPort, Protocol: corev1.ProtocolTCP})
-	container.VolumeMounts = []corev1.VolumeMount{{Name: "token", MountPath: exportTokenDir, ReadOnly: true}}
+	container := importerpod.ExportContainer(c.Image, c.Log, importerpod.Flag(contract.FlagExportFile, file))
 	if disk.Block {
 		container.VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: exportDevice}}
 	} else {
@@ -79,9 +65,4 @@ func (c PodConfig) ExporterPod(k Kind, img Image, namespace string, disk DiskRef
 		}}},
 	}
 	return &corev1.Pod{ObjectMeta: m, Spec: importerpod.Spec(container, volumes)}
-}
-
-// ExportURL is where a running exporter serves its disk.
-func ExportURL(exporter *corev1.Pod) string {
-	return "http://" + exporter.Status.PodIP + ":" + strconv.Itoa(ExportPort) + contract.ExportPath
 }

@@ -18,14 +18,13 @@ import (
 
 // An image kept on a claim (a VirtualImage with storage PersistentVolumeClaim) is imported into
 // DVCR first, as any image (its size and format become known), then a filler, the importer in a
-// Pod of the image's namespace, copies it from DVCR into a claim there with DVCR's read-only
-// credentials; the DVCR copy is deleted once the claim holds the image.
+// Pod of the image's namespace, copies it into a claim there from a DVCR exporter in the
+// module's namespace (importerpod.DVCRExporter), with that exporter's token only; the DVCR copy
+// is deleted once the claim holds the image.
 
 const (
 	fillerDataDir = "/data"
 	fillerDevice  = "/dev/d8v-image"
-	// The keys of the filler's Secret: DVCR's CA and the puller's .dockerconfigjson.
-	keyDVCRCA = "ca.crt"
 )
 
 // ClaimName is the claim of the image obj of kind short: "vi-<name>-<uid>".
@@ -66,24 +65,36 @@ func (c PodConfig) Claim(k Kind, img Image, class storageclass.Choice, size int6
 	}
 }
 
-// FillerSecret holds the credentials img's filler reads DVCR with.
-func (c PodConfig) FillerSecret(k Kind, img Image, creds importerpod.DVCRCredentials) *corev1.Secret {
+// FillerExporterName names the DVCR exporter of img's filler, in the module's namespace (so after
+// the image's UID).
+func FillerExporterName(short string, img Image) string {
+	return kubename.Join(short, "fill-export", string(img.Object.GetUID()))
+}
+
+// FillerExportFor is whom the filler's exporter serves: img, as its importer Pods in the module's
+// namespace are labelled and annotated, so the Pod watch finds the image.
+func (c PodConfig) FillerExportFor(k Kind, img Image) importerpod.ExportFor {
+	m := c.meta(k, img)
+	return importerpod.ExportFor{Labels: m.Labels, Annotations: m.Annotations, UIDLabel: LabelImageUID}
+}
+
+// FillerSecret holds the token of the exporter img's filler reads the image from.
+func (c PodConfig) FillerSecret(k Kind, img Image, token []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: c.ownedMeta(k, img, FillerName(k.Short(), client.ObjectKeyFromObject(img.Object)), "filler"),
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{keyDVCRCA: creds.CA, corev1.DockerConfigJsonKey: creds.DockerConfigJSON},
+		Data:       map[string][]byte{importerpod.KeyExportToken: token},
 	}
 }
 
-// FillerPod is the one builder of img's filler: the importer copying img's DVCR image (repo,
-// read at DVCR's read-only address) into claim, a disk.img of size bytes or the Block device.
-func (c PodConfig) FillerPod(k Kind, img Image, repo string, claim *corev1.PersistentVolumeClaim, size int64) *corev1.Pod {
+// FillerPod is the one builder of img's filler: the importer copying img's disk from its DVCR
+// exporter (at url) into claim, a disk.img of size bytes or the Block device.
+func (c PodConfig) FillerPod(k Kind, img Image, url string, claim *corev1.PersistentVolumeClaim, size int64) *corev1.Pod {
 	m := c.ownedMeta(k, img, FillerName(k.Short(), client.ObjectKeyFromObject(img.Object)), "filler")
 	container := importerpod.Container(c.Image, c.Log)
 	container.Args = append(container.Args,
-		importerpod.Flag(contract.FlagSourceImage, c.RegistryURL(repo)),
-		importerpod.Flag(contract.FlagSourceCABundle, path.Join(sourceDir, keyDVCRCA)),
-		importerpod.Flag(contract.FlagSourceAuthFile, path.Join(sourceDir, corev1.DockerConfigJsonKey)),
+		importerpod.Flag(contract.FlagSourceURL, url),
+		importerpod.Flag(contract.FlagSourceTokenFile, path.Join(sourceDir, importerpod.KeyExportToken)),
 		importerpod.Flag(contract.FlagScratchDir, scratchDir),
 		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
 	)

@@ -29,10 +29,8 @@ type PodConfig struct {
 	DVCRAddress     string
 	DVCRPullAddress string
 	// DVCRPusherSecret holds .dockerconfigjson, DVCRTLSSecret ca.crt: importer Pods mount them.
-	// DVCRPullerSecret holds the read-only credentials a filler gets a copy of.
 	DVCRPusherSecret string
 	DVCRTLSSecret    string
-	DVCRPullerSecret string
 	// UploadTimeout is how long an Upload source's importer waits for the upload to begin;
 	// UploadServiceType the type of its Service (NodePort: an external URL too).
 	UploadTimeout     time.Duration
@@ -124,7 +122,7 @@ func (c PodConfig) SourceSecret(k Kind, img Image, l Lookup) *corev1.Secret {
 	case src.Type == v1alpha2.DataSourceTypeUpload:
 		data[keyUploadToken] = []byte(img.Object.GetAnnotations()[importerpod.AnnotationUploadToken])
 	case len(l.ExportToken) > 0:
-		data[keyExportToken] = l.ExportToken
+		data[importerpod.KeyExportToken] = l.ExportToken
 	case src.ContainerImage != nil:
 		if len(src.ContainerImage.CABundle) > 0 {
 			data[keySourceCA] = src.ContainerImage.CABundle
@@ -160,7 +158,7 @@ func (c PodConfig) sourceArgs(img Image, l Lookup, secret *corev1.Secret) []stri
 	case l.ExportURL != "": // a VirtualDisk, from its exporter
 		return append(args,
 			importerpod.Flag(contract.FlagSourceURL, l.ExportURL),
-			importerpod.Flag(contract.FlagSourceTokenFile, path.Join(sourceDir, keyExportToken)))
+			importerpod.Flag(contract.FlagSourceTokenFile, path.Join(sourceDir, importerpod.KeyExportToken)))
 	case l.Ref != nil: // an image in DVCR, read with the importer's own DVCR credentials
 		return append(args,
 			importerpod.Flag(contract.FlagSourceImage, c.PushRef(l.Ref.Repository)),

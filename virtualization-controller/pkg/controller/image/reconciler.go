@@ -58,6 +58,8 @@ type Config struct {
 	Metrics   *ImportMetrics
 	// NewToken makes an Upload source's token (importerpod.AnnotationUploadToken).
 	NewToken func() (string, error)
+	// DVCRExporter serves an image kept on a claim from DVCR to its filler.
+	DVCRExporter importerpod.DVCRExporter
 	// ProgressInterval is how often a running import's progress is read; SourceInterval how
 	// often a source the import waits for (an object not Ready, a missing Secret) is looked at.
 	ProgressInterval time.Duration
@@ -256,7 +258,7 @@ func (r *Reconciler) fill(ctx context.Context, img Image, filler *corev1.Pod) (c
 	}
 	switch {
 	case filler != nil && importerresult.Done(filler):
-		return ctrl.Result{}, r.recordFill(ctx, img, filler, claim)
+		return ctrl.Result{}, r.recordFill(ctx, img, importerresult.Of(filler), claim)
 	case filler != nil:
 		return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, importerpod.ReadProgress(ctx, r.Progress, filler), r.now()))
 	case !found:
@@ -277,15 +279,18 @@ func (r *Reconciler) fill(ctx context.Context, img Image, filler *corev1.Pod) (c
 		log.FromContext(ctx).Info("claim created", "claim", claim.Name, "storageClass", choice.Name, "size", size)
 		class = choice.Name
 	}
-	creds, err := importerpod.ReadDVCRCredentials(ctx, r.APIReader, r.Pods.Namespace, r.Pods.DVCRPullerSecret, r.Pods.DVCRTLSSecret)
-	if err != nil {
-		return ctrl.Result{}, err
+	exp, ok, err := r.DVCRExporter.Ensure(ctx, FillerExporterName(r.Kind.Short(), img), r.Pods.FillerExportFor(r.Kind, img), r.Pods.RegistryURL(r.repository(obj)))
+	if failed := (*importerpod.FailedError)(nil); errors.As(err, &failed) {
+		return ctrl.Result{}, r.recordFill(ctx, img, failed.Result, claim)
 	}
-	if err := r.Client.Create(ctx, r.Pods.FillerSecret(r.Kind, img, creds)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if !ok || err != nil {
+		return ctrl.Result{RequeueAfter: time.Second}, err
+	}
+	if err := r.Client.Create(ctx, r.Pods.FillerSecret(r.Kind, img, exp.Token)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("create filler secret: %w", err)
 	}
 	size, _ := strconv.ParseInt(img.Status.Size.UnpackedBytes, 10, 64)
-	pod := r.Pods.FillerPod(r.Kind, img, r.repository(obj), claim, size)
+	pod := r.Pods.FillerPod(r.Kind, img, exp.URL, claim, size)
 	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedCreate", "Fill", "Error creating filler pod %s: %v", pod.Name, err)
 		return ctrl.Result{}, fmt.Errorf("create filler pod: %w", err)
@@ -294,16 +299,16 @@ func (r *Reconciler) fill(ctx context.Context, img Image, filler *corev1.Pod) (c
 	return ctrl.Result{RequeueAfter: r.ProgressInterval}, r.setStatus(ctx, obj, FillingStatus(img, claim.Name, class, nil, r.now()))
 }
 
-// recordFill records the filler's end: the DVCR copy goes either way; then the image is Ready on
-// its claim, or Failed and the claim goes. The filler goes once the image is finished (Decide).
-func (r *Reconciler) recordFill(ctx context.Context, img Image, filler *corev1.Pod, claim *corev1.PersistentVolumeClaim) error {
+// recordFill records the filler's end (or its exporter's failure): the DVCR copy goes either way;
+// then the image is Ready on its claim, or Failed and the claim goes. The filler goes once the
+// image is finished (Decide).
+func (r *Reconciler) recordFill(ctx context.Context, img Image, res contract.Result, claim *corev1.PersistentVolumeClaim) error {
 	obj := img.Object
 	ref := r.Pods.PushRef(r.repository(obj))
 	if err := r.Images.Delete(ctx, ref); err != nil {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, "FailedDeleteImage", "Fill", "Error deleting %s from DVCR: %v", ref, err)
 		return fmt.Errorf("delete image from DVCR: %w", err)
 	}
-	res := importerresult.Of(filler)
 	if res.Reason == contract.ReasonCompleted {
 		return r.setStatus(ctx, obj, FilledStatus(img, res, r.now()))
 	}
@@ -375,7 +380,7 @@ func (r *Reconciler) export(ctx context.Context, obj client.Object, img Image, d
 	case pod.Status.PodIP == "" || !importerpod.Ready(pod):
 		return false, nil
 	}
-	l.ExportURL, l.ExportToken = ExportURL(pod), secret.Data[keyExportToken]
+	l.ExportURL, l.ExportToken = importerpod.ExportURL(pod), secret.Data[importerpod.KeyExportToken]
 	return true, nil
 }
 
@@ -634,6 +639,9 @@ func (r *Reconciler) deleteExporter(ctx context.Context, img Image) error {
 func (r *Reconciler) deleteFiller(ctx context.Context, img Image) error {
 	if img.Storage != v1alpha2.StoragePersistentVolumeClaim {
 		return nil
+	}
+	if err := r.DVCRExporter.Delete(ctx, FillerExporterName(r.Kind.Short(), img)); err != nil {
+		return err
 	}
 	return r.deleteOwn(ctx, client.ObjectKey{Namespace: img.Object.GetNamespace(), Name: FillerName(r.Kind.Short(), client.ObjectKeyFromObject(img.Object))})
 }

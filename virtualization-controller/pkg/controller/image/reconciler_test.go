@@ -80,7 +80,9 @@ func newWorld(t *testing.T, kind image.Kind, key types.NamespacedName, objs ...c
 		progress: &fixedProgress{p: importerprogress.Progress{Ratio: 0.5, SpeedBytes: 2048, AverageSpeedBytes: 1024}}}
 	w.r = image.NewReconciler(image.Config{Kind: kind, Client: c, APIReader: c, Pods: testConfig, Progress: w.progress, Images: w.images,
 		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Recorder: w.recorder, Metrics: w.metrics,
-		NewToken:         func() (string, error) { return "t0ken", nil },
+		NewToken: func() (string, error) { return "t0ken", nil },
+		DVCRExporter: importerpod.DVCRExporter{Namespace: testConfig.Namespace, Image: testConfig.Image, PullerSecret: "dvcr-puller", TLSSecret: "dvcr-tls",
+			Client: c, Reader: c, NewToken: func() (string, error) { return "exp0rt", nil }},
 		ProgressInterval: 2 * time.Second, SourceInterval: 5 * time.Second})
 	return w
 }
@@ -602,15 +604,13 @@ func TestPhaseValues(t *testing.T) {
 }
 
 // A VirtualImage kept on a claim: its class is checked first, then it is imported into DVCR,
-// then a filler copies it into a claim of its namespace; the DVCR copy goes, the image is Ready
-// on the claim, the filler goes and the claim stays.
+// then a filler copies it into a claim of its namespace from an exporter in the module's
+// namespace, holding only the export's token; the DVCR copy goes, the image is Ready on the
+// claim, the filler and the exporter go and the claim stays.
 func TestReconcileOnClaim(t *testing.T) {
 	onClaim := viImage(func(v *v1alpha2.VirtualImage) { v.Spec.Storage = v1alpha2.StoragePersistentVolumeClaim })
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local", Annotations: map[string]string{storageclass.AnnotationDefault: "true"}}, Provisioner: "x"}
-	puller := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-puller"}, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}}
-	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-tls"}, Data: map[string][]byte{"ca.crt": []byte("pem")}}
-	w := newWorld(t, vi.Kind{}, types.NamespacedName{Namespace: "ns1", Name: "tiny"}, onClaim, puller, tls)
-	w.r.Pods.DVCRPullerSecret = "dvcr-puller"
+	w := newWorld(t, vi.Kind{}, types.NamespacedName{Namespace: "ns1", Name: "tiny"}, onClaim)
 
 	if res := w.reconcile(); w.image().Status.Phase != v1alpha2.ImagePending || res.RequeueAfter != 5*time.Second || w.pod() != nil {
 		t.Fatalf("without a default class: %v %+v", res, w.image().Status)
@@ -632,7 +632,27 @@ func TestReconcileOnClaim(t *testing.T) {
 	if img.Status.Phase != v1alpha2.ImageProvisioning || img.Status.Size.UnpackedBytes != "26214401" || img.Status.RegistryURL != "" || w.pod() != nil {
 		t.Fatalf("imported: %+v, importer %v", img.Status, w.pod() != nil)
 	}
-	w.reconcile() // the claim, the filler
+	w.reconcile() // the claim and the exporter's Secret
+	w.reconcile() // the exporter
+	exporterKey := client.ObjectKey{Namespace: testConfig.Namespace, Name: image.FillerExporterName("vi", w.image())}
+	exporter := &corev1.Pod{}
+	if err := w.c.Get(context.Background(), exporterKey, exporter); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(exporter.Spec.Containers[0].Args, " "); !strings.Contains(args, "--export-image=dvcr.d8-virtualization.svc/vi/ns1/tiny:latest") {
+		t.Fatalf("exporter args %s", args)
+	}
+	if exporter.Labels[image.LabelImageUID] != "uid-1" || exporter.Annotations[image.AnnotationImageNamespace] != "ns1" {
+		t.Fatalf("the exporter is not found as the image's: %+v", exporter.ObjectMeta)
+	}
+	if res := w.reconcile(); res.RequeueAfter == 0 {
+		t.Fatal("the filler does not wait for its exporter")
+	}
+	exporter.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := w.c.Status().Update(context.Background(), exporter); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile() // the filler
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-tiny-uid-1"}, claim); err != nil {
 		t.Fatal(err)
@@ -645,12 +665,12 @@ func TestReconcileOnClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := strings.Join(filler.Spec.Containers[0].Args, " ")
-	if !strings.Contains(args, "--source-image=dvcr.d8-virtualization.svc/vi/ns1/tiny:latest") || !strings.Contains(args, "--destination-file=/data/disk.img --capacity=26214401") {
+	if !strings.Contains(args, "--source-url=http://10.0.0.9:8090/export --source-token-file=/etc/importer/source/export-token") || !strings.Contains(args, "--destination-file=/data/disk.img --capacity=26214401") {
 		t.Fatalf("filler args %s", args)
 	}
 	secret := &corev1.Secret{}
-	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, secret); err != nil || string(secret.Data["ca.crt"]) != "pem" {
-		t.Fatalf("filler secret %+v %v", secret.Data, err)
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, secret); err != nil || string(secret.Data["export-token"]) != "exp0rt" || len(secret.Data) != 1 {
+		t.Fatalf("filler secret %+v %v: only the export's token", secret.Data, err)
 	}
 	if s := w.image().Status; s.ClaimName != "vi-tiny-uid-1" || s.StorageClassName != "local" {
 		t.Fatalf("filling: %+v", s)
@@ -673,6 +693,11 @@ func TestReconcileOnClaim(t *testing.T) {
 	}
 	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: "ns1", Name: "vi-filler-tiny"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("filler secret left: %v", err)
+	}
+	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Secret{}} {
+		if err := w.c.Get(context.Background(), exporterKey, o); !apierrors.IsNotFound(err) {
+			t.Fatalf("the exporter's %T is left: %v", o, err)
+		}
 	}
 	if image.InDVCR(w.image()) {
 		t.Fatal("a Ready image on a claim is not in DVCR")

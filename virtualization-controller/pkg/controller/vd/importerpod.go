@@ -52,17 +52,20 @@ func InspectorName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-i
 // UploaderName names the Service in front of a disk's uploader (an Upload source's importer).
 func UploaderName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-upload", vd.Name) }
 
+// ExporterName names the DVCR exporter of a disk made from an image in DVCR, in the module's
+// namespace (so after the disk's UID).
+func ExporterName(vd *v1alpha2.VirtualDisk) string { return kubename.Join("vd-export", string(vd.UID)) }
+
 // ImporterSecret holds the files the importer reads its source with that are not the user's
-// own Secret: the source's CA bundle, for a DVCR source the puller's credentials and DVCR's
-// CA, for an upload its token. It is nil when the source needs none.
-func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source, dvcr importerpod.DVCRCredentials) *corev1.Secret {
+// own Secret: the source's CA bundle, for an image in DVCR its exporter's token, for an upload
+// its token. It is nil when the source needs none.
+func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source) *corev1.Secret {
 	data := map[string][]byte{}
 	switch {
 	case src.Upload:
 		data[keyUploadToken] = []byte(vd.Annotations[importerpod.AnnotationUploadToken])
-	case src.DVCR:
-		data[keyCA] = dvcr.CA
-		data[corev1.DockerConfigJsonKey] = dvcr.DockerConfigJSON
+	case src.ExportToken != nil:
+		data[importerpod.KeyExportToken] = src.ExportToken
 	case len(src.CABundle) > 0:
 		data[keyCA] = src.CABundle
 	default:
@@ -134,6 +137,9 @@ func (c PodConfig) addSource(container *corev1.Container, volumes []corev1.Volum
 		container.Ports = append(container.Ports, importerpod.UploadContainerPort())
 	case src.URL != "":
 		container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceURL, src.URL))
+		if src.ExportToken != nil {
+			container.Args = append(container.Args, importerpod.Flag(contract.FlagSourceTokenFile, path.Join(secretDir, importerpod.KeyExportToken)))
+		}
 	case src.Disk != nil:
 		file := path.Join(sourceDiskDir, "disk.img")
 		if src.Disk.Block {

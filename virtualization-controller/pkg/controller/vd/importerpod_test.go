@@ -50,12 +50,12 @@ func TestImporterPod(t *testing.T) {
 		{name: "registry into a device, with its pull secret", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("1Gi"), Source: &Source{Image: "reg/disk:1", PullSecret: "pull"}},
 			args:   []string{"--source-image=reg/disk:1", "--destination-file=" + DevicePath, "--source-auth-file=/etc/importer/pull/.dockerconfigjson"},
 			mounts: []string{"/scratch", "/etc/importer/pull"}, devices: []string{DevicePath}},
-		{name: "from DVCR", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("25Mi"), Source: &Source{Image: "dvcr.ns.svc/cvi/tiny:latest", DVCR: true}},
-			secret: ImporterSecret(d, &Source{DVCR: true}, importerpod.DVCRCredentials{DockerConfigJSON: []byte("{}"), CA: []byte("pem")}),
-			args:   []string{"--source-image=dvcr.ns.svc/cvi/tiny:latest", "--source-ca-bundle=/etc/importer/source/ca.crt", "--source-auth-file=/etc/importer/source/.dockerconfigjson"},
+		{name: "from DVCR, through its exporter", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("25Mi"), Source: &Source{URL: "http://10.0.0.9:8090/export", ExportToken: []byte("exp0rt")}},
+			secret: ImporterSecret(d, &Source{URL: "http://10.0.0.9:8090/export", ExportToken: []byte("exp0rt")}),
+			args:   []string{"--source-url=http://10.0.0.9:8090/export", "--source-token-file=/etc/importer/source/export-token"},
 			mounts: []string{"/scratch", "/data", "/etc/importer/source"}},
 		{name: "an upload into a device", plan: Plan{VolumeMode: corev1.PersistentVolumeBlock, Size: resource.MustParse("1Gi"), Source: &Source{Upload: true}},
-			secret: ImporterSecret(uploadDisk, &Source{Upload: true}, importerpod.DVCRCredentials{}),
+			secret: ImporterSecret(uploadDisk, &Source{Upload: true}),
 			args:   []string{"--source-upload-address=:8090", "--upload-token-file=/etc/importer/source/upload-token", "--upload-timeout=1h0m0s", "--destination-file=" + DevicePath},
 			mounts: []string{"/scratch", "/etc/importer/source"}, devices: []string{DevicePath}},
 		{name: "a Filesystem disk's copy", plan: Plan{VolumeMode: corev1.PersistentVolumeFilesystem, Size: resource.MustParse("64Mi"), Source: &Source{Disk: readyDisk}},
@@ -119,17 +119,17 @@ func TestImporterPod(t *testing.T) {
 
 func TestImporterSecret(t *testing.T) {
 	d := disk(nil, "1Gi", "")
-	creds := importerpod.DVCRCredentials{DockerConfigJSON: []byte(`{"auths":{}}`), CA: []byte("dvcr-ca")}
-	if s := ImporterSecret(d, &Source{URL: "http://x"}, creds); s != nil {
+	if s := ImporterSecret(d, &Source{URL: "http://x"}); s != nil {
 		t.Errorf("a plain URL gets a secret: %+v", s)
 	}
-	s := ImporterSecret(d, &Source{URL: "https://x", CABundle: []byte("user-ca")}, creds)
+	s := ImporterSecret(d, &Source{URL: "https://x", CABundle: []byte("user-ca")})
 	if s == nil || string(s.Data[keyCA]) != "user-ca" || len(s.Data) != 1 || s.Name != "vd-importer-tiny" || s.OwnerReferences[0].UID != d.UID {
 		t.Errorf("CA bundle secret %+v", s)
 	}
-	s = ImporterSecret(d, &Source{Image: "dvcr/x", DVCR: true}, creds)
-	if s == nil || string(s.Data[keyCA]) != "dvcr-ca" || string(s.Data[corev1.DockerConfigJsonKey]) != `{"auths":{}}` {
-		t.Errorf("DVCR secret %+v", s)
+	// An image in DVCR: only its exporter's token, never DVCR's credentials.
+	s = ImporterSecret(d, &Source{URL: "http://10.0.0.9:8090/export", ExportToken: []byte("exp0rt")})
+	if s == nil || string(s.Data[importerpod.KeyExportToken]) != "exp0rt" || len(s.Data) != 1 {
+		t.Errorf("DVCR exporter's secret %+v", s)
 	}
 }
 
@@ -140,7 +140,7 @@ var uploadDisk = func() *v1alpha2.VirtualDisk {
 }()
 
 func TestUploader(t *testing.T) {
-	s := ImporterSecret(uploadDisk, &Source{Upload: true}, importerpod.DVCRCredentials{CA: []byte("dvcr-ca")})
+	s := ImporterSecret(uploadDisk, &Source{Upload: true})
 	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || len(s.Data) != 1 {
 		t.Errorf("upload secret %+v", s)
 	}

@@ -94,8 +94,10 @@ type Source struct {
 	// PullSecret is a Secret of the disk's namespace with the registry's .dockerconfigjson.
 	PullSecret string
 	CABundle   []byte
-	// DVCR: Image is in DVCR; the importer reads it with the puller's credentials and DVCR's CA.
-	DVCR bool
+	// DVCR: Image is in DVCR; the importer reads it through a DVCR exporter, at URL with
+	// ExportToken.
+	DVCR        bool
+	ExportToken []byte
 }
 
 // Problem is why a disk cannot be provisioned: Pending while it may resolve itself (a source

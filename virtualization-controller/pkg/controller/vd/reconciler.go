@@ -2,6 +2,7 @@ package vd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,11 +36,8 @@ const EventSource = "virtualdisk-controller"
 // Config is what the reconciler needs besides its clients.
 type Config struct {
 	Pods PodConfig
-	// Namespace is the module's: DVCRPullerSecret (.dockerconfigjson) and DVCRTLSSecret (ca.crt)
-	// are there.
-	Namespace        string
-	DVCRPullerSecret string
-	DVCRTLSSecret    string
+	// DVCRExporter serves an image in DVCR to a disk's importer from the module's namespace.
+	DVCRExporter importerpod.DVCRExporter
 	// Interval is how often a running import's progress is read, and how often a disk that
 	// waits (for its source, or for its users to go) looks again.
 	Interval time.Duration
@@ -334,7 +332,7 @@ func (r *Reconciler) provision(ctx context.Context, vd *v1alpha2.VirtualDisk) (c
 	if plan.Source == nil {
 		return ctrl.Result{}, r.setStatus(ctx, vd, ClaimStatus(vd, pvc, plan.WaitForFirstConsumer, r.now()))
 	}
-	return ctrl.Result{}, r.startImport(ctx, vd, pvc.Name, plan)
+	return r.startImport(ctx, vd, pvc.Name, plan)
 }
 
 // problem records why the disk cannot be provisioned; a Pending one is looked at again.
@@ -365,7 +363,7 @@ func (r *Reconciler) createPod(ctx context.Context, vd *v1alpha2.VirtualDisk, pv
 	if q, err := resource.ParseQuantity(pvc.Annotations[AnnotationDiskSize]); err == nil {
 		plan.Size = q
 	}
-	return ctrl.Result{}, r.startImport(ctx, vd, pvc.Name, plan)
+	return r.startImport(ctx, vd, pvc.Name, plan)
 }
 
 // startInspection creates the importer's Secret (when it needs one) and the inspector Pod,
@@ -409,14 +407,7 @@ func (r *Reconciler) recordSize(ctx context.Context, vd *v1alpha2.VirtualDisk, i
 // putImporterSecret creates the importer's Secret when src needs one, and returns it (nil when
 // not).
 func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.VirtualDisk, src *Source) (*corev1.Secret, error) {
-	var dvcr importerpod.DVCRCredentials
-	if src.DVCR {
-		var err error
-		if dvcr, err = importerpod.ReadDVCRCredentials(ctx, r.apiReader, r.cfg.Namespace, r.cfg.DVCRPullerSecret, r.cfg.DVCRTLSSecret); err != nil {
-			return nil, err
-		}
-	}
-	secret := ImporterSecret(vd, src, dvcr)
+	secret := ImporterSecret(vd, src)
 	if secret != nil {
 		if err := r.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create importer secret: %w", err)
@@ -425,8 +416,27 @@ func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.Virtual
 	return secret, nil
 }
 
-// startImport creates the importer's Secret (when it needs one) and Pod.
-func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) error {
+// startImport creates the importer's Secret (when it needs one) and Pod. An image in DVCR is
+// read through a DVCR exporter, started first; the disk looks again until it serves.
+func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) (ctrl.Result, error) {
+	if plan.Source.DVCR {
+		exp, ok, err := r.cfg.DVCRExporter.Ensure(ctx, ExporterName(vd), importerpod.ExportFor{Labels: labels(vd), UIDLabel: LabelVDUID}, plan.Source.Image)
+		if failed := (*importerpod.FailedError)(nil); errors.As(err, &failed) {
+			return ctrl.Result{}, r.setStatus(ctx, vd, FailedStatus(vd, failed.Result, r.now()))
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !ok {
+			return ctrl.Result{RequeueAfter: time.Second}, r.setStatus(ctx, vd, r.provisioningStatus(vd, claim, plan))
+		}
+		plan.Source = &Source{URL: exp.URL, ExportToken: exp.Token}
+	}
+	return ctrl.Result{}, r.createImporter(ctx, vd, claim, plan)
+}
+
+// createImporter creates the importer's Secret (when it needs one) and Pod.
+func (r *Reconciler) createImporter(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) error {
 	secret, err := r.putImporterSecret(ctx, vd, plan.Source)
 	if err != nil {
 		return err
@@ -443,11 +453,16 @@ func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, 
 		}
 		return r.setStatus(ctx, vd, UploaderStartingStatus(vd, claim, plan.StorageClass, r.now()))
 	}
+	return r.setStatus(ctx, vd, r.provisioningStatus(vd, claim, plan))
+}
+
+// provisioningStatus is Provisioning into claim from plan's source, before any progress.
+func (r *Reconciler) provisioningStatus(vd *v1alpha2.VirtualDisk, claim string, plan Plan) v1alpha2.VirtualDiskStatus {
 	s := ProvisioningStatus(vd, claim, plan.StorageClass, nil, r.now())
 	if plan.SourceUID != "" {
 		s.SourceUID = &plan.SourceUID
 	}
-	return r.setStatus(ctx, vd, s)
+	return s
 }
 
 // addUploadToken gives a disk with an Upload source the token its uploader will take.
@@ -463,6 +478,13 @@ func (r *Reconciler) addUploadToken(ctx context.Context, vd *v1alpha2.VirtualDis
 
 func isUpload(vd *v1alpha2.VirtualDisk) bool {
 	return vd.Spec.DataSource != nil && vd.Spec.DataSource.Type == v1alpha2.DataSourceTypeUpload
+}
+
+// fromImage: the disk is made from an image, maybe one in DVCR, read through a DVCR exporter.
+func fromImage(vd *v1alpha2.VirtualDisk) bool {
+	ds := vd.Spec.DataSource
+	return ds != nil && ds.Type == v1alpha2.DataSourceTypeObjectRef && ds.ObjectRef != nil &&
+		(ds.ObjectRef.Kind == v1alpha2.ClusterVirtualImageKind || ds.ObjectRef.Kind == v1alpha2.VirtualImageKind)
 }
 
 // recordResult takes the ended importer's result: a disk marks its claim provisioned; anything
@@ -525,10 +547,16 @@ func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// deleteImporter deletes the importer Pod (if any), its Secret and its uploader Service (if any).
+// deleteImporter deletes the importer Pod (if any), its Secret, its uploader Service and its DVCR
+// exporter (if any).
 func (r *Reconciler) deleteImporter(ctx context.Context, vd *v1alpha2.VirtualDisk, pod *corev1.Pod) error {
 	if err := r.deletePod(ctx, pod); err != nil {
 		return err
+	}
+	if fromImage(vd) {
+		if err := r.cfg.DVCRExporter.Delete(ctx, ExporterName(vd)); err != nil {
+			return err
+		}
 	}
 	companions := []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vd.Namespace, Name: ImporterName(vd)}}}
 	if isUpload(vd) {

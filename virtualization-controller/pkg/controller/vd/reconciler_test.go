@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -48,7 +49,7 @@ type world struct {
 	vd       *v1alpha2.VirtualDisk
 }
 
-var testConfig = Config{Pods: PodConfig{Image: "registry.example/d8v/importer:dev"}, Namespace: "d8-virtualization", DVCRPullerSecret: "dvcr-puller", DVCRTLSSecret: "dvcr-tls", Interval: 2 * time.Second,
+var testConfig = Config{Pods: PodConfig{Image: "registry.example/d8v/importer:dev"}, Interval: 2 * time.Second,
 	NewToken: func() (string, error) { return "t0ken", nil }}
 
 func newWorld(t *testing.T, vd *v1alpha2.VirtualDisk, objs ...client.Object) *world {
@@ -63,7 +64,10 @@ func newWorld(t *testing.T, vd *v1alpha2.VirtualDisk, objs ...client.Object) *wo
 	objs = append(objs, vd, &local)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1alpha2.VirtualDisk{}, &v1alpha2.ClusterVirtualImage{}, &corev1.PersistentVolumeClaim{}, &corev1.Pod{}).Build()
 	w := &world{t: t, c: c, vd: vd, recorder: events.NewFakeRecorder(20), progress: &fixedProgress{p: importerprogress.Progress{Ratio: 0.5, SpeedBytes: 2048, AverageSpeedBytes: 1024}}}
-	w.r = NewReconciler(c, c, testConfig, w.progress, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), w.recorder)
+	cfg := testConfig
+	cfg.DVCRExporter = importerpod.DVCRExporter{Namespace: "d8-virtualization", Image: cfg.Pods.Image, PullerSecret: "dvcr-puller", TLSSecret: "dvcr-tls",
+		Client: c, Reader: c, NewToken: func() (string, error) { return "exp0rt", nil }}
+	w.r = NewReconciler(c, c, cfg, w.progress, clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), w.recorder)
 	return w
 }
 
@@ -502,13 +506,12 @@ func TestReconcileDeleteInUse(t *testing.T) {
 	}
 }
 
+// A disk from a ClusterVirtualImage waits for the image, then reads it from DVCR through an
+// exporter in the module's namespace (which mounts DVCR's Secrets there): the importer, in the
+// disk's namespace, holds only the export's token. The exporter goes with the importer.
 func TestReconcileFromClusterVirtualImage(t *testing.T) {
 	cvi := &v1alpha2.ClusterVirtualImage{ObjectMeta: metav1.ObjectMeta{Name: "tiny"}}
-	secrets := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-puller"}, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testConfig.Namespace, Name: "dvcr-tls"}, Data: map[string][]byte{"ca.crt": []byte("dvcr-ca")}},
-	}
-	w := newWorld(t, newDisk(cviSource, ""), secrets...)
+	w := newWorld(t, newDisk(cviSource, ""))
 	w.reconcile()
 	w.reconcile()
 	d := w.phase(v1alpha2.DiskPending)
@@ -526,16 +529,40 @@ func TestReconcileFromClusterVirtualImage(t *testing.T) {
 	if err := w.c.Status().Update(context.Background(), cvi); err != nil {
 		t.Fatal(err)
 	}
-	w.reconcile()
-	w.phase(v1alpha2.DiskProvisioning)
+	exporter := types.NamespacedName{Namespace: "d8-virtualization", Name: ExporterName(w.vd)}
+	for range 3 { // the claim and the exporter's Secret, its Pod, then it starts
+		if res := w.reconcile(); res.RequeueAfter == 0 && w.pod() == nil {
+			t.Fatalf("waiting for the exporter: %+v", res)
+		}
+	}
 	if got := w.claim().Annotations[AnnotationDiskSize]; got != "25Mi" {
 		t.Fatalf("disk size %s", got)
 	}
-	secret := &corev1.Secret{}
-	if !w.get(ImporterName(w.vd), secret) || string(secret.Data["ca.crt"]) != "dvcr-ca" || string(secret.Data[corev1.DockerConfigJsonKey]) != `{"auths":{}}` {
-		t.Fatalf("importer secret %+v", secret.Data)
+	pod := &corev1.Pod{}
+	if err := w.c.Get(context.Background(), exporter, pod); err != nil {
+		t.Fatal(err)
 	}
-	if args := w.pod().Spec.Containers[0].Args; !slices.Contains(args, "--source-image=dvcr.d8-virtualization.svc/cvi/tiny:latest") || !slices.Contains(args, "--capacity=26214400") {
+	if args := pod.Spec.Containers[0].Args; !slices.Contains(args, "--export-image=dvcr.d8-virtualization.svc/cvi/tiny:latest") || !slices.Contains(args, "--source-auth-file=/etc/dvcr/pull/.dockerconfigjson") {
+		t.Fatalf("exporter args %q", args)
+	}
+	if v := pod.Spec.Volumes; len(v) != 3 || v[1].Secret.SecretName != "dvcr-puller" || v[2].Secret.SecretName != "dvcr-tls" {
+		t.Fatalf("exporter volumes %+v", v)
+	}
+	if w.pod() != nil {
+		t.Fatal("the importer starts before its exporter is ready")
+	}
+	w.phase(v1alpha2.DiskProvisioning)
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	if err := w.c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	w.phase(v1alpha2.DiskProvisioning)
+	secret := &corev1.Secret{}
+	if !w.get(ImporterName(w.vd), secret) || string(secret.Data["export-token"]) != "exp0rt" || len(secret.Data) != 1 {
+		t.Fatalf("importer secret %+v: only the export's token", secret.Data)
+	}
+	if args := w.pod().Spec.Containers[0].Args; !slices.Contains(args, "--source-url=http://10.0.0.9:8090/export") || !slices.Contains(args, "--source-token-file=/etc/importer/source/export-token") || !slices.Contains(args, "--capacity=26214400") {
 		t.Fatalf("args %q", args)
 	}
 	w.bind("59Mi")
@@ -544,6 +571,11 @@ func TestReconcileFromClusterVirtualImage(t *testing.T) {
 	w.phase(v1alpha2.DiskReady)
 	if w.get(ImporterName(w.vd), &corev1.Secret{}) {
 		t.Fatal("the importer secret is left")
+	}
+	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Secret{}} {
+		if err := w.c.Get(context.Background(), exporter, o); !apierrors.IsNotFound(err) {
+			t.Fatalf("the exporter's %T is left: %v", o, err)
+		}
 	}
 }
 
