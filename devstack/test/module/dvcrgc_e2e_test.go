@@ -2,11 +2,9 @@ package module
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/d8virt/devstack/module"
@@ -17,9 +15,9 @@ import (
 const dvcrGCRequestedAt = "virtualization.deckhouse.io/dvcr-gc-requested-at"
 
 // checkDVCRGarbageCollection sets a garbage collection of DVCR every 30 seconds: with no import
-// running, virtualization-controller stamps DVCR's pod template, the pod is replaced, the new
-// pod's gc init container (the registry's garbage-collect) ends well and its registries get
-// ready. It is the module e2e's last check: DVCR keeps restarting after it.
+// running, virtualization-controller stamps DVCR's pod template and the pod is replaced, whose gc
+// init container (the registry's garbage-collect) ends well. The schedule is then taken away
+// again, and DVCR gets ready (the upgrade waits for it) and stays.
 func checkDVCRGarbageCollection(t *testing.T, ctx context.Context, st *stack, set ...string) {
 	t.Helper()
 	t.Log("helm upgrade --set dvcr.gc.schedule='@every 30s': virtualization-controller restarts DVCR, whose gc init container collects")
@@ -27,61 +25,43 @@ func checkDVCRGarbageCollection(t *testing.T, ctx context.Context, st *stack, se
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(4 * time.Minute)
-	var stamp string
-	for stamp == "" {
-		d, err := st.kube.AppsV1().Deployments(module.Namespace).Get(ctx, "dvcr", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stamp = d.Spec.Template.Annotations[dvcrGCRequestedAt]
-		if stamp == "" && time.Now().After(deadline) {
-			t.Fatalf("virtualization-controller did not ask for DVCR's garbage collection within 4 minutes; its pod template: %v", d.Spec.Template.Annotations)
-		}
-		time.Sleep(2 * time.Second)
-	}
-	for {
-		pod, ok := dvcrPod(t, ctx, st, stamp)
-		if ok {
-			var gc *corev1.ContainerStatus
-			for i := range pod.Status.InitContainerStatuses {
-				if pod.Status.InitContainerStatuses[i].Name == "gc" {
-					gc = &pod.Status.InitContainerStatuses[i]
-				}
-			}
-			if gc != nil && gc.State.Terminated != nil && gc.State.Terminated.ExitCode != 0 {
-				t.Fatalf("DVCR's gc init container ended %d: %s", gc.State.Terminated.ExitCode, gc.State.Terminated.Message)
-			}
-			if gc != nil && gc.State.Terminated != nil && ready(pod) {
-				return
-			}
-		}
+	for !collected(t, ctx, st) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no ready DVCR pod of the collection asked for at %s whose gc init container ended", stamp)
+			d, err := st.kube.AppsV1().Deployments(module.Namespace).Get(ctx, "dvcr", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Fatalf("no DVCR pod restarted for a collection whose gc init container ended within 4 minutes; the pod template's annotations: %v", d.Spec.Template.Annotations)
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
+	t.Log("helm upgrade --set dvcr.gc.schedule='': no more scheduled collections, DVCR ready")
+	if err := st.c.Install(ctx, append(set, "dvcr.gc.schedule=")...); err != nil {
+		t.Fatal(err)
 	}
-	return false
 }
 
-// dvcrPod is DVCR's pod stamped with the collection asked for at stamp, if there is one.
-func dvcrPod(t *testing.T, ctx context.Context, st *stack, stamp string) (*corev1.Pod, bool) {
+// collected says whether a DVCR pod stamped for a collection has seen its gc init container end
+// (and fails the test if it ended badly).
+func collected(t *testing.T, ctx context.Context, st *stack) bool {
 	t.Helper()
 	pods, err := st.kube.CoreV1().Pods(module.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range pods.Items {
-		if owned(&p, "dvcr") && p.Annotations[dvcrGCRequestedAt] == stamp && !strings.HasPrefix(string(p.Status.Phase), "Fail") {
-			return &pods.Items[i], true
+	for _, p := range pods.Items {
+		if !owned(&p, "dvcr") || p.Annotations[dvcrGCRequestedAt] == "" {
+			continue
+		}
+		for _, c := range p.Status.InitContainerStatuses {
+			if c.Name != "gc" || c.State.Terminated == nil {
+				continue
+			}
+			if c.State.Terminated.ExitCode != 0 {
+				t.Fatalf("DVCR's gc init container in %s ended %d: %s", p.Name, c.State.Terminated.ExitCode, c.State.Terminated.Message)
+			}
+			return true
 		}
 	}
-	return nil, false
+	return false
 }
