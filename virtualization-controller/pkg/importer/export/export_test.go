@@ -19,6 +19,26 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importer/source"
 )
 
+// request sends method to url with the bearer token and the Range rng (each unless empty), and
+// returns the answer and its body.
+func request(t *testing.T, method, url, token, rng string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, body
+}
+
 func TestHandler(t *testing.T) {
 	disk := filepath.Join(t.TempDir(), "disk.img")
 	data := make([]byte, 3000)
@@ -46,19 +66,7 @@ func TestHandler(t *testing.T) {
 		{name: "elsewhere", method: http.MethodGet, path: "/disk.img", token: "secret", code: 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
-			if tc.token != "" {
-				req.Header.Set("Authorization", "Bearer "+tc.token)
-			}
-			if tc.rng != "" {
-				req.Header.Set("Range", tc.rng)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
+			resp, body := request(t, tc.method, srv.URL+tc.path, tc.token, tc.rng)
 			if resp.StatusCode != tc.code {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.code)
 			}
@@ -102,19 +110,7 @@ func TestImageHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.h.Mux())
 			defer srv.Close()
-			req, _ := http.NewRequest(tc.method, srv.URL+contract.ExportPath, nil)
-			if tc.token != "" {
-				req.Header.Set("Authorization", "Bearer "+tc.token)
-			}
-			if tc.rng != "" {
-				req.Header.Set("Range", tc.rng)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
+			resp, body := request(t, tc.method, srv.URL+contract.ExportPath, tc.token, tc.rng)
 			if resp.StatusCode != tc.code {
 				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.code)
 			}
