@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -230,7 +229,7 @@ func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, err
 			return contract.Result{}, err
 		}
 		im.Registry = &destination.Registry{Image: o.destImage, Keychain: keys, Transport: tr,
-			Backoff: remote.Backoff{Duration: backoff.Initial, Factor: 2, Steps: backoff.Attempts, Cap: backoff.Max}}
+			Backoff: destination.Backoff{Duration: backoff.Initial, Factor: 2, Steps: backoff.Attempts, Cap: backoff.Max}}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(im.Progress)

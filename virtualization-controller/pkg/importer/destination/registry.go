@@ -16,7 +16,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
@@ -27,15 +26,16 @@ type Registry struct {
 	Image     string
 	Keychain  authn.Keychain
 	Transport http.RoundTripper
-	Backoff   remote.Backoff
+	Backoff   Backoff
 }
 
 // diskOwner is the qemu user KubeVirt's containerDisk files belong to.
 const diskOwner = 107
 
-// Push uploads file as the image's one layer, holding disk/<diskName>, then tags it: the tag
-// exists only once everything is uploaded. It returns the manifest digest. The layer is read once:
-// it is hashed as it is uploaded (the digest goes with the upload's last request), not before.
+// Push uploads file as the image's one layer, holding disk/<diskName>, then its config, then
+// tags it with the manifest: the tag exists only once everything is uploaded. It returns the
+// manifest digest. The layer is read once: it is hashed as it is uploaded (the digest goes with
+// the upload's last request), not before; a push takes six authenticated requests (pusher).
 //
 // The layer is an uncompressed tar: disks are mostly incompressible or already sparse (qcow2),
 // and gzip (even gzip's stored blocks through go-containerregistry's streaming layer, which
@@ -49,11 +49,17 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	if err != nil {
 		return "", err
 	}
-	if err := g.uploadLayer(ctx, ref, layer); err != nil {
+	failed := func(err error) (string, error) {
 		return "", contract.Errorf(contract.ReasonDestinationFailed, "pushing %s: %w", g.Image, err)
 	}
-	// The layer is there: remote.Write finds it and uploads only the config and the manifest,
-	// which tags the image.
+	p, err := g.pusher(ctx, ref.Context())
+	if err != nil {
+		return failed(err)
+	}
+	if err := p.retry(ctx, func() error { return p.layer(ctx, layer) }); err != nil {
+		return failed(err)
+	}
+	// The layer's digest is known now: the image around it.
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	base, err = mutate.ConfigFile(base, &v1.ConfigFile{
 		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: time.Unix(0, 0).UTC()},
@@ -66,9 +72,23 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("building the image: %w", err)
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(g.Keychain),
-		remote.WithTransport(g.Transport), remote.WithRetryBackoff(g.Backoff)); err != nil {
-		return "", contract.Errorf(contract.ReasonDestinationFailed, "pushing %s: %w", g.Image, err)
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	configName, err := img.ConfigName()
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return "", fmt.Errorf("building the image: %w", err)
+	}
+	if err := p.retry(ctx, func() error { return p.blob(ctx, configName, config) }); err != nil {
+		return failed(err)
+	}
+	if err := p.retry(ctx, func() error { return p.manifest(ctx, ref.Identifier(), string(types.OCIManifestSchema1), manifest) }); err != nil {
+		return failed(err)
 	}
 	d, err := img.Digest()
 	if err != nil {
