@@ -190,8 +190,10 @@ func checkVirtualMachineBlockDeviceAttachment(t *testing.T, ctx context.Context,
 	wait("vd/module-e2e-hotplug", "delete", 2*time.Minute)
 }
 
-// vmbdaImageManifest: a VirtualImage on a claim, made from the ClusterVirtualImage %[2]s, and
-// the attachment that plugs it into the VM %[1]s, read-only.
+// vmbdaImageManifest: a VirtualImage on a claim, made from the ClusterVirtualImage %[2]s; an ISO
+// as a ClusterVirtualImage (from %[3]s); and three attachments that plug into the VM %[1]s the
+// image on a claim, the ClusterVirtualImage %[2]s itself (copied from DVCR onto a claim of the
+// attachment's first) and the ISO (a CD-ROM), all read-only.
 const vmbdaImageManifest = `apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualImage
 metadata:
@@ -204,6 +206,13 @@ spec:
     objectRef: {kind: ClusterVirtualImage, name: %[2]s}
 ---
 apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: ClusterVirtualImage
+metadata:
+  name: module-e2e-hotplug-iso
+spec:
+  dataSource:%[3]s
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
 kind: VirtualMachineBlockDeviceAttachment
 metadata:
   name: module-e2e-hotplug-image
@@ -211,54 +220,116 @@ metadata:
 spec:
   virtualMachineName: %[1]s
   blockDeviceRef: {kind: VirtualImage, name: module-e2e-hotplug-image}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-cvi
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: ClusterVirtualImage, name: %[2]s}
+---
+apiVersion: virtualization.deckhouse.io/v1alpha2
+kind: VirtualMachineBlockDeviceAttachment
+metadata:
+  name: module-e2e-hotplug-iso
+  namespace: default
+spec:
+  virtualMachineName: %[1]s
+  blockDeviceRef: {kind: ClusterVirtualImage, name: module-e2e-hotplug-iso}
 `
 
-// checkImageAttachment hot-plugs a VirtualImage kept on a claim (made from the cluster image
-// root) into the running VM vm: the guest sees a read-only SCSI disk of the image's size, which
-// goes when the attachment is deleted.
-func checkImageAttachment(t *testing.T, ctx context.Context, st *stack, vm, root string) {
+// checkImageAttachment hot-plugs images into the running VM vm, read-only: a VirtualImage kept
+// on a claim (made from the cluster image root), root itself (in DVCR: copied onto a claim on
+// the VM's node first) and an ISO (iso, an HTTP source) as a CD-ROM. The guest sees two
+// read-only SCSI disks of root's size and a new CD-ROM of the ISO's size, which go when the
+// attachments are deleted, with the copy's claim.
+func checkImageAttachment(t *testing.T, ctx context.Context, st *stack, vm, root, iso string) {
 	t.Helper()
-	t.Log("a VirtualMachineBlockDeviceAttachment hot-plugs a VirtualImage kept on a claim, read-only")
+	t.Log("VirtualMachineBlockDeviceAttachments hot-plug a VirtualImage on a claim, a ClusterVirtualImage and an ISO (a CD-ROM), read-only")
 	kc := st.s.KubeconfigPath()
 	manifest := filepath.Join(t.TempDir(), "vmbda-image.yaml")
-	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(vmbdaImageManifest, vm, root)), 0o600); err != nil {
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(vmbdaImageManifest, vm, root, iso)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	defer st.kubectl(t, kc, "delete", "-f", manifest, "--ignore-not-found", "--timeout=2m")
-	start := time.Now()
-	st.kubectl(t, kc, "apply", "-f", manifest)
-	st.kubectl(t, kc, "-n", "default", "wait", "vi/module-e2e-hotplug-image", "--for=jsonpath={.status.phase}=Ready", "--timeout=4m")
-	st.kubectl(t, kc, "-n", "default", "wait", "vmbda/module-e2e-hotplug-image", "--for=jsonpath={.status.phase}=Attached", "--timeout=3m")
-	t.Logf("the image on a claim made and attached in %s", time.Since(start).Round(100*time.Millisecond))
-	unpacked, err := strconv.ParseInt(st.kubectl(t, kc, "-n", "default", "get", "vi/module-e2e-hotplug-image", "-o", "jsonpath={.status.size.unpackedBytes}"), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
 	con := openConsole(t, ctx, st.kubevirt, vm)
 	defer func() { _ = con.Close() }()
-	dev := waitGuestDisk(t, con, true)
-	if got := guestValue(t, con, "ro", `echo "ro=[$(cat /sys/block/`+dev+`/ro)]"`); got != "1" {
-		t.Errorf("the guest's %s is not read-only: ro=%s", dev, got)
+	cdroms := guestValue(t, con, "sr", `echo "sr=[$(cd /sys/block && ls -d sr* 2>/dev/null | tr '\n' ' ')]"`)
+	start := time.Now()
+	st.kubectl(t, kc, "apply", "-f", manifest)
+	for _, a := range []string{"module-e2e-hotplug-image", "module-e2e-hotplug-cvi", "module-e2e-hotplug-iso"} {
+		st.kubectl(t, kc, "-n", "default", "wait", "vmbda/"+a, "--for=jsonpath={.status.phase}=Attached", "--timeout=4m")
 	}
-	sectors, err := strconv.ParseInt(guestValue(t, con, "size", `echo "size=[$(cat /sys/block/`+dev+`/size)]"`), 10, 64)
-	if err != nil || sectors*512 < unpacked || sectors*512 > unpacked+1<<20 {
-		t.Errorf("the guest's %s has %d sectors (%v), want the image's %d bytes", dev, sectors, err, unpacked)
+	t.Logf("the image on a claim made, the cluster images copied, all three attached in %s", time.Since(start).Round(100*time.Millisecond))
+	bytesOf := func(obj string) int64 {
+		n, err := strconv.ParseInt(st.kubectl(t, kc, "get", obj, "-o", "jsonpath={.status.size.unpackedBytes}"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug-image", "--timeout=2m")
-	waitGuestDisk(t, con, false)
+	unpacked, isoBytes := bytesOf("cvi/"+root), bytesOf("cvi/module-e2e-hotplug-iso")
+	copyClaim := st.kubectl(t, kc, "-n", "default", "get", "pvc", "-l", "virtualization.deckhouse.io/vmbda-uid="+
+		st.kubectl(t, kc, "-n", "default", "get", "vmbda/module-e2e-hotplug-cvi", "-o", "jsonpath={.metadata.uid}"), "-o", "name")
+	if copyClaim == "" {
+		t.Error("no claim holds the copy of the ClusterVirtualImage")
+	}
+	disks := waitGuestDisks(t, con, 2)
+	for _, dev := range disks {
+		if got := guestValue(t, con, "ro", `echo "ro=[$(cat /sys/block/`+dev+`/ro)]"`); got != "1" {
+			t.Errorf("the guest's %s is not read-only: ro=%s", dev, got)
+		}
+		sectors, err := strconv.ParseInt(guestValue(t, con, "size", `echo "size=[$(cat /sys/block/`+dev+`/size)]"`), 10, 64)
+		if err != nil || sectors*512 < unpacked || sectors*512 > unpacked+1<<20 {
+			t.Errorf("the guest's %s has %d sectors (%v), want the image's %d bytes", dev, sectors, err, unpacked)
+		}
+	}
+	newCD := `x=; for d in /sys/block/sr*; do case " ` + cdroms + ` " in *" ${d##*/} "*) ;; *) [ -e $d/size ] && x="${d##*/} $(cat $d/size)";; esac; done; echo "cd=[$x]"`
+	deadline := time.Now().Add(time.Minute)
+	cd := strings.Fields(guestValue(t, con, "cd", newCD))
+	for len(cd) != 2 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Second)
+		cd = strings.Fields(guestValue(t, con, "cd", newCD))
+	}
+	t.Logf("the guest sees the SCSI disks %v and the new CD-ROM %v", disks, cd)
+	if len(cd) != 2 {
+		t.Errorf("no new CD-ROM in the guest (it had %q): %q\nconsole:\n%s", cdroms, cd, con)
+	} else if sectors, err := strconv.ParseInt(cd[1], 10, 64); err != nil || sectors*512 < isoBytes || sectors*512 > isoBytes+1<<20 {
+		t.Errorf("the guest's CD-ROM %s has %s sectors, want the ISO's %d bytes", cd[0], cd[1], isoBytes)
+	}
+	st.kubectl(t, kc, "-n", "default", "delete", "vmbda/module-e2e-hotplug-image", "vmbda/module-e2e-hotplug-cvi", "vmbda/module-e2e-hotplug-iso", "--timeout=2m")
+	waitGuestDisks(t, con, 0)
+	if copyClaim != "" {
+		st.kubectl(t, kc, "-n", "default", "wait", copyClaim, "--for=delete", "--timeout=2m")
+	}
 }
 
 // waitGuestDisk waits until the guest sees a SCSI disk (present) or none, and returns its name.
 func waitGuestDisk(t *testing.T, con *guesttest.Console, present bool) string {
 	t.Helper()
+	want := 0
+	if present {
+		want = 1
+	}
+	if disks := waitGuestDisks(t, con, want); len(disks) > 0 {
+		return disks[0]
+	}
+	return ""
+}
+
+// waitGuestDisks waits until the guest sees n SCSI disks, and returns their names.
+func waitGuestDisks(t *testing.T, con *guesttest.Console, n int) []string {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		dev := guestValue(t, con, "dev", `echo "dev=[$(cd /sys/block && ls -d sd* 2>/dev/null | head -n1)]"`)
-		if (dev != "") == present {
-			return dev
+		disks := strings.Fields(guestValue(t, con, "disks", `echo "disks=[$(cd /sys/block && ls -d sd* 2>/dev/null | tr '\n' ' ')]"`))
+		if len(disks) == n {
+			return disks
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the guest's SCSI disks: %q, want present=%v\nconsole:\n%s", dev, present, con)
+			t.Fatalf("the guest's SCSI disks: %q, want %d\nconsole:\n%s", disks, n, con)
 		}
 		time.Sleep(2 * time.Second)
 	}

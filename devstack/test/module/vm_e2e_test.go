@@ -134,7 +134,7 @@ func checkVirtualMachine(t *testing.T, ctx context.Context, st *stack) {
 	checkVMMetrics(t, ctx, st, "module-e2e", "module-e2e-root")
 	checkVMOPMetric(t, ctx, st, "module-e2e")
 	checkVirtualMachineBlockDeviceAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
-	checkImageAttachment(t, ctx, st, "module-e2e", "module-e2e-root")
+	checkImageAttachment(t, ctx, st, "module-e2e", "module-e2e-root", g.HTTPSource("cidata.iso", g.SHA256("cidata.iso")))
 
 	t.Log("a change of cores waits for a restart")
 	st.kubectl(t, kc, "-n", "default", "patch", "vm/module-e2e", "--type=merge", "-p", `{"spec":{"cpu":{"cores":2}}}`)

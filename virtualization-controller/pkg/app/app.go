@@ -190,7 +190,8 @@ func run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	attachments := vmbda.NewReconciler(mgr.GetClient(), hotplug, clock.RealClock{}, mgr.GetEventRecorder(vmbda.EventSource))
+	copier := vmbda.Copier{Client: mgr.GetClient(), Exporter: exporter, Image: o.ImporterImage, Log: o.Log}
+	attachments := vmbda.NewReconciler(mgr.GetClient(), hotplug, copier, clock.RealClock{}, mgr.GetEventRecorder(vmbda.EventSource))
 	if err := attachments.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("virtualmachineblockdeviceattachment controller: %w", err)
 	}

@@ -1,16 +1,12 @@
 package image
 
 import (
-	"path"
-	"strconv"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
-	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
 	"github.com/d8virt/virtualization-controller/pkg/storageclass"
@@ -21,11 +17,6 @@ import (
 // Pod of the image's namespace, copies it into a claim there from a DVCR exporter in the
 // module's namespace (importerpod.DVCRExporter), with that exporter's token only; the DVCR copy
 // is deleted once the claim holds the image.
-
-const (
-	fillerDataDir = "/data"
-	fillerDevice  = "/dev/d8v-image"
-)
 
 // ClaimName is the claim of the image obj of kind short: "vi-<name>-<uid>".
 func ClaimName(short string, obj client.Object) string {
@@ -80,40 +71,12 @@ func (c PodConfig) FillerExportFor(k Kind, img Image) importerpod.ExportFor {
 
 // FillerSecret holds the token of the exporter img's filler reads the image from.
 func (c PodConfig) FillerSecret(k Kind, img Image, token []byte) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: c.ownedMeta(k, img, FillerName(k.Short(), client.ObjectKeyFromObject(img.Object)), "filler"),
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{importerpod.KeyExportToken: token},
-	}
+	return importerpod.FillerSecret(c.ownedMeta(k, img, FillerName(k.Short(), client.ObjectKeyFromObject(img.Object)), "filler"), token)
 }
 
-// FillerPod is the one builder of img's filler: the importer copying img's disk from its DVCR
-// exporter (at url) into claim, a disk.img of size bytes or the Block device.
+// FillerPod is img's filler: the importer copying img's disk from its DVCR exporter (at url)
+// into claim, a disk.img of size bytes or the Block device.
 func (c PodConfig) FillerPod(k Kind, img Image, url string, claim *corev1.PersistentVolumeClaim, size int64) *corev1.Pod {
 	m := c.ownedMeta(k, img, FillerName(k.Short(), client.ObjectKeyFromObject(img.Object)), "filler")
-	container := importerpod.Container(c.Image, c.Log)
-	container.Args = append(container.Args,
-		importerpod.Flag(contract.FlagSourceURL, url),
-		importerpod.Flag(contract.FlagSourceTokenFile, path.Join(sourceDir, importerpod.KeyExportToken)),
-		importerpod.Flag(contract.FlagScratchDir, scratchDir),
-		importerpod.Flag(contract.FlagMetricsAddress, ":"+strconv.Itoa(importerpod.MetricsPort)),
-	)
-	container.VolumeMounts = []corev1.VolumeMount{
-		{Name: "source", MountPath: sourceDir, ReadOnly: true},
-		{Name: "scratch", MountPath: scratchDir},
-	}
-	if claim.Spec.VolumeMode != nil && *claim.Spec.VolumeMode == corev1.PersistentVolumeBlock {
-		container.VolumeDevices = []corev1.VolumeDevice{{Name: "image", DevicePath: fillerDevice}}
-		container.Args = append(container.Args, importerpod.Flag(contract.FlagDestinationFile, fillerDevice))
-	} else {
-		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "image", MountPath: fillerDataDir})
-		container.Args = append(container.Args, importerpod.Flag(contract.FlagDestinationFile, path.Join(fillerDataDir, "disk.img")),
-			importerpod.Flag(contract.FlagCapacity, strconv.FormatInt(size, 10)))
-	}
-	volumes := []corev1.Volume{
-		{Name: "source", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: m.Name}}},
-		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		{Name: "image", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}},
-	}
-	return &corev1.Pod{ObjectMeta: m, Spec: importerpod.Spec(container, volumes)}
+	return importerpod.FillerPod(c.Image, c.Log, m, url, claim, size)
 }

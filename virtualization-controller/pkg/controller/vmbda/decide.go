@@ -3,10 +3,12 @@ package vmbda
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
@@ -32,6 +34,10 @@ type Inputs struct {
 	Disk *v1alpha2.VirtualDisk
 	// Image is the VirtualImage of a VirtualImage ref, nil when not found.
 	Image *v1alpha2.VirtualImage
+	// ClusterImage is the ClusterVirtualImage of a ClusterVirtualImage ref, nil when not found.
+	ClusterImage *v1alpha2.ClusterVirtualImage
+	// Copy is how the copy of an image in DVCR onto the attachment's claim went (copy.go).
+	Copy CopyState
 	// SpecUsers are the VirtualMachines of the namespace whose spec.blockDeviceRefs name the disk.
 	SpecUsers []string
 	// Others are the namespace's attachments (of any device and machine).
@@ -51,10 +57,12 @@ const (
 	// ActionDetach calls removevolume for Decision.Volume.
 	ActionDetach
 	ActionRemoveFinalizer
+	// ActionCopy takes the next step of copying Decision.Copy onto the attachment's claim.
+	ActionCopy
 )
 
 func (a Action) String() string {
-	return [...]string{"None", "AddFinalizer", "Attach", "Detach", "RemoveFinalizer"}[a]
+	return [...]string{"None", "AddFinalizer", "Attach", "Detach", "RemoveFinalizer", "Copy"}[a]
 }
 
 // Decision is the next step and the status to write.
@@ -64,6 +72,8 @@ type Decision struct {
 	Volume string
 	// Add is the addvolume body of ActionAttach.
 	Add *kubevirtv1.AddVolumeOptions
+	// Copy is what ActionCopy copies, and onto which node's claim.
+	Copy *CopyRequest
 	// Status is written unless the attachment is gone (ActionRemoveFinalizer).
 	Status v1alpha2.VirtualMachineBlockDeviceAttachmentStatus
 }
@@ -111,7 +121,7 @@ func Decide(in Inputs) Decision {
 		d.Action = ActionAddFinalizer
 		return d
 	}
-	dev := device(a.Spec.BlockDeviceRef, in.Disk, in.Image)
+	dev := device(a.Spec.BlockDeviceRef, in.Disk, in.Image, in.ClusterImage)
 	diskOK, diskMsg := dev.Ready, dev.Reason
 	set(vmbdacondition.TypeBlockDeviceReady, diskOK, reasonBool(diskOK, string(vmbdacondition.ReasonBlockDeviceReady), string(vmbdacondition.ReasonBlockDeviceNotReady)), diskMsg)
 	vmOK, vmMsg := vmReady(a.Spec.VirtualMachineName, in.VM, in.VMI)
@@ -151,9 +161,26 @@ func Decide(in Inputs) Decision {
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhasePending
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached), "virtual machine block device capacity reached")
 		return d
+	case !hp.inSpec && dev.Copy != nil && in.Copy.Failed != "":
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseFailed
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached),
+			fmt.Sprintf("the copy of %s %s for the hot-plug failed: %s", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, in.Copy.Failed))
+		return d
+	case !hp.inSpec && dev.Copy != nil && !in.Copy.Filled:
+		d.Action = ActionCopy
+		node := in.VMI.Status.NodeName
+		d.Copy = &CopyRequest{Image: dev.Copy.Image, Size: dev.Copy.Size, Node: node}
+		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
+		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached),
+			fmt.Sprintf("%s %s is being copied from DVCR onto a claim on node %s, then it is plugged in", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, node))
+		return d
 	case !hp.inSpec:
+		claim := dev.ClaimName
+		if dev.Copy != nil {
+			claim = CopyClaimName(a)
+		}
 		d.Action = ActionAttach
-		d.Add = AddVolumeOptions(volume, a.Spec.BlockDeviceRef.Name, dev.ClaimName, dev.ReadOnly)
+		d.Add = AddVolumeOptions(volume, a.Spec.BlockDeviceRef.Name, claim, dev.ReadOnly, dev.CDROM)
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonAttachmentRequestSent), "the disk is being plugged into the guest")
 		return d
@@ -177,14 +204,20 @@ func Decide(in Inputs) Decision {
 	return d
 }
 
-// AddVolumeOptions is the addvolume body for a disk (or an image on a claim, readOnly): its claim
-// as a hot-pluggable volume on the SCSI bus (KubeVirt's default for hotplug), the device's name as
-// the serial the guest sees.
-func AddVolumeOptions(volume, name, claim string, readOnly bool) *kubevirtv1.AddVolumeOptions {
+// AddVolumeOptions is the addvolume body for a disk (or an image on a claim, readOnly; an ISO
+// image, cdrom): its claim as a hot-pluggable volume on the SCSI bus (KubeVirt's default for
+// hotplug, and the one bus a CD-ROM can be plugged into), the device's name as the serial the
+// guest sees (a CD-ROM has none).
+func AddVolumeOptions(volume, name, claim string, readOnly, cdrom bool) *kubevirtv1.AddVolumeOptions {
+	disk := &kubevirtv1.Disk{Name: volume, Serial: name,
+		DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI, ReadOnly: readOnly}}}
+	if cdrom {
+		disk = &kubevirtv1.Disk{Name: volume,
+			DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: kubevirtv1.DiskBusSCSI, ReadOnly: ptr.To(true)}}}
+	}
 	return &kubevirtv1.AddVolumeOptions{
 		Name: volume,
-		Disk: &kubevirtv1.Disk{Name: volume, Serial: name,
-			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI, ReadOnly: readOnly}}},
+		Disk: disk,
 		VolumeSource: &kubevirtv1.HotplugVolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
 			Hotpluggable:                      true,
 			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly},
@@ -232,37 +265,66 @@ type plug struct {
 	Unsupported bool
 	ClaimName   string
 	ReadOnly    bool
+	CDROM       bool
+	// Copy is the image in DVCR to copy onto a claim of the attachment's first: the core
+	// hot-plugs claims, not container disks.
+	Copy *CopySource
 }
 
 // device says whether the attachment's device can be plugged in: a VirtualDisk (Ready, or
-// WaitForFirstConsumer: the attachment Pod is its consumer), or a VirtualImage kept on a claim,
-// read-only. The core hot-plugs claims, not container disks: an image in DVCR, a
-// ClusterVirtualImage, or an ISO (a CD-ROM) cannot be hot-plugged.
-func device(ref v1alpha2.VMBDAObjectRef, disk *v1alpha2.VirtualDisk, vi *v1alpha2.VirtualImage) plug {
-	switch {
-	case ref.Kind == v1alpha2.VMBDAObjectRefKindVirtualImage:
-		d := vm.VirtualImageDevice(v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualImage, Name: ref.Name}, vi)
-		switch {
-		case vi != nil && vi.DeletionTimestamp != nil:
+// WaitForFirstConsumer: the attachment Pod is its consumer), or an image, read-only (a CD-ROM
+// for an ISO): a VirtualImage kept on a claim as it is, one in DVCR or a ClusterVirtualImage
+// through a copy onto a claim of the attachment's.
+func device(ref v1alpha2.VMBDAObjectRef, disk *v1alpha2.VirtualDisk, vi *v1alpha2.VirtualImage, cvi *v1alpha2.ClusterVirtualImage) plug {
+	spec := v1alpha2.BlockDeviceSpecRef{Kind: v1alpha2.BlockDeviceKind(ref.Kind), Name: ref.Name}
+	switch ref.Kind {
+	case v1alpha2.VMBDAObjectRefKindVirtualImage:
+		if vi != nil && vi.DeletionTimestamp != nil {
 			return plug{Reason: fmt.Sprintf("VirtualImage %s is being deleted", ref.Name)}
-		case !d.Ready:
-			return plug{Reason: d.Reason}
-		case d.CDROM:
-			return plug{Unsupported: true, Reason: fmt.Sprintf("VirtualImage %s is an ISO image (a CD-ROM), which cannot be hot-plugged: add it to the VirtualMachine's spec.blockDeviceRefs", ref.Name)}
-		case d.ClaimName == "":
-			return plug{Unsupported: true, Reason: fmt.Sprintf("VirtualImage %s is kept in DVCR (storage ContainerRegistry), which cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can", ref.Name)}
 		}
-		return plug{Ready: true, Reason: fmt.Sprintf("VirtualImage %s is ready", ref.Name), ClaimName: d.ClaimName, ReadOnly: true}
-	case ref.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk:
-		return plug{Unsupported: true, Reason: fmt.Sprintf("spec.blockDeviceRef.kind %s cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can", ref.Kind)}
-	case disk != nil && disk.DeletionTimestamp != nil:
+		var st *v1alpha2.ImageStatus
+		if vi != nil {
+			st = &vi.Status.ImageStatus
+		}
+		return imagePlug(vm.VirtualImageDevice(spec, vi), st)
+	case v1alpha2.VMBDAObjectRefKindClusterVirtualImage:
+		if cvi != nil && cvi.DeletionTimestamp != nil {
+			return plug{Reason: fmt.Sprintf("ClusterVirtualImage %s is being deleted", ref.Name)}
+		}
+		var st *v1alpha2.ImageStatus
+		if cvi != nil {
+			st = &cvi.Status.ImageStatus
+		}
+		return imagePlug(vm.ClusterVirtualImageDevice(spec, cvi), st)
+	case v1alpha2.VMBDAObjectRefKindVirtualDisk:
+	default:
+		return plug{Unsupported: true, Reason: fmt.Sprintf("spec.blockDeviceRef.kind %s cannot be hot-plugged: only a VirtualDisk, a VirtualImage or a ClusterVirtualImage can", ref.Kind)}
+	}
+	if disk != nil && disk.DeletionTimestamp != nil {
 		return plug{Reason: fmt.Sprintf("VirtualDisk %s is being deleted", ref.Name)}
 	}
-	d := vm.DiskDevice(v1alpha2.BlockDeviceSpecRef{Kind: vm.KindVirtualDisk, Name: ref.Name}, disk)
+	d := vm.DiskDevice(spec, disk)
 	if !d.Ready {
 		return plug{Reason: d.Reason}
 	}
 	return plug{Ready: true, Reason: fmt.Sprintf("VirtualDisk %s is ready", ref.Name), ClaimName: d.ClaimName}
+}
+
+// imagePlug is an image's device (st its status, nil when not found): read-only, its claim, or
+// a copy of its container disk in DVCR (of its unpacked size).
+func imagePlug(d vm.Device, st *v1alpha2.ImageStatus) plug {
+	if !d.Ready {
+		return plug{Reason: d.Reason}
+	}
+	p := plug{Ready: true, Reason: fmt.Sprintf("%s %s is ready", d.Ref.Kind, d.Ref.Name), ClaimName: d.ClaimName, ReadOnly: true, CDROM: d.CDROM}
+	if d.ClaimName == "" {
+		size, err := strconv.ParseInt(st.Size.UnpackedBytes, 10, 64)
+		if err != nil || size <= 0 {
+			return plug{Reason: fmt.Sprintf("%s %s has no unpacked size in its status (%q)", d.Ref.Kind, d.Ref.Name, st.Size.UnpackedBytes)}
+		}
+		p.Copy = &CopySource{Image: d.Image, Size: size}
+	}
+	return p
 }
 
 func vmReady(name string, machine *v1alpha2.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, string) {

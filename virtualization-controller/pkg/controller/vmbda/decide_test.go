@@ -190,27 +190,57 @@ func TestDecide(t *testing.T) {
 			in: Inputs{VMBDA: older, VM: runningVM(), VMI: vmi("data", "", ""), Disk: readyDisk("data"),
 				Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*attachment("a", "data"), *older}},
 			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
-		{name: "a cluster image cannot be hot-plugged",
+		{name: "a kind that cannot be hot-plugged",
 			in: Inputs{VMBDA: attachment("a", "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
-				a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindClusterVirtualImage
+				a.Spec.BlockDeviceRef.Kind = "VirtualMachine"
 			}), VM: runningVM(), VMI: vmi("img", "", "")},
-			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "spec.blockDeviceRef.kind ClusterVirtualImage cannot be hot-plugged: only a VirtualDisk or a VirtualImage with storage PersistentVolumeClaim can"},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "spec.blockDeviceRef.kind VirtualMachine cannot be hot-plugged: only a VirtualDisk, a VirtualImage or a ClusterVirtualImage can"},
+		{name: "a cluster image: copied onto a claim on the VM's node first",
+			in:     Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage()},
+			action: ActionCopy, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "NotAttached", message: "ClusterVirtualImage img is being copied from DVCR onto a claim on node node1, then it is plugged in"},
+		{name: "a cluster image copied: addvolume",
+			in:     Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage(), Copy: CopyState{Filled: true}},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
+		{name: "a cluster image whose copy failed",
+			in:     Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage(), Copy: CopyState{Failed: "DestinationTooSmall: no room"}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "the copy of ClusterVirtualImage img for the hot-plug failed: DestinationTooSmall: no room"},
+		{name: "a cluster image not ready",
+			in: Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: func() *v1alpha2.ClusterVirtualImage {
+				c := clusterImage()
+				c.Status.Phase = v1alpha2.ImageProvisioning
+				return c
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: `ClusterVirtualImage img is not ready (phase "Provisioning")`},
+		{name: "a cluster image without an unpacked size",
+			in: Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: func() *v1alpha2.ClusterVirtualImage {
+				c := clusterImage()
+				c.Status.Size.UnpackedBytes = ""
+				return c
+			}()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "ClusterVirtualImage img has no unpacked size in its status"},
+		{name: "a cluster image in the VM's spec: a Conflict before any copy",
+			in:     Inputs{VMBDA: clusterImageAttachment(), VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage(), SpecUsers: []string{"vm"}},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict"},
+		{name: "a cluster image while the VM does not run: no copy yet",
+			in:     Inputs{VMBDA: clusterImageAttachment(), VM: stopped, ClusterImage: clusterImage()},
+			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeVirtualMachineReady, reason: "VirtualMachineNotReady"},
+		{name: "an image in DVCR: copied first",
+			in: Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmiOn("node1"), Image: func() *v1alpha2.VirtualImage {
+				v := imageOnClaim(false)
+				v.Status.Target = v1alpha2.VirtualImageStatusTarget{RegistryURL: "dvcr/vi/ns/img:latest"}
+				v.Status.Size.UnpackedBytes = "1048576"
+				return v
+			}()},
+			action: ActionCopy, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "NotAttached", message: "VirtualImage img is being copied"},
+		{name: "an ISO on a claim: addvolume as a CD-ROM",
+			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(true)},
+			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
 		{name: "an image on a claim: addvolume, read-only",
 			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(false), SpecUsers: []string{"other-vm"}, Others: []v1alpha2.VirtualMachineBlockDeviceAttachment{*imageElsewhere}},
 			action: ActionAttach, phase: v1alpha2.BlockDeviceAttachmentPhaseInProgress, reason: "AttachmentRequestSent"},
 		{name: "an image on a claim already in the VM's spec",
 			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(false), SpecUsers: []string{"vm"}},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "Conflict", message: "VirtualImage img is already attached to VirtualMachine vm (its spec.blockDeviceRefs)"},
-		{name: "an image in DVCR cannot be hot-plugged",
-			in: Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: func() *v1alpha2.VirtualImage {
-				v := imageOnClaim(false)
-				v.Status.Target = v1alpha2.VirtualImageStatusTarget{RegistryURL: "dvcr/vi/ns/img:latest"}
-				return v
-			}()},
-			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "VirtualImage img is kept in DVCR (storage ContainerRegistry), which cannot be hot-plugged"},
-		{name: "an ISO cannot be hot-plugged",
-			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", ""), Image: imageOnClaim(true)},
-			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhaseFailed, reason: "NotAttached", message: "is an ISO image (a CD-ROM), which cannot be hot-plugged"},
 		{name: "an image not found",
 			in:     Inputs{VMBDA: imageAttachment("a"), VM: runningVM(), VMI: vmi("img", "", "")},
 			action: ActionNone, phase: v1alpha2.BlockDeviceAttachmentPhasePending, cond: vmbdacondition.TypeBlockDeviceReady, reason: "BlockDeviceNotReady", message: "VirtualImage img not found"},
@@ -271,12 +301,17 @@ func TestDecide(t *testing.T) {
 
 func TestAddVolumeOptions(t *testing.T) {
 	for _, readOnly := range []bool{false, true} {
-		opts := AddVolumeOptions("vd-data", "data", "vd-data-claim", readOnly)
+		opts := AddVolumeOptions("vd-data", "data", "vd-data-claim", readOnly, false)
 		pvc := opts.VolumeSource.PersistentVolumeClaim
 		if opts.Name != "vd-data" || opts.Disk.Name != "vd-data" || opts.Disk.Serial != "data" || opts.Disk.Disk.Bus != kubevirtv1.DiskBusSCSI ||
 			pvc == nil || !pvc.Hotpluggable || pvc.ClaimName != "vd-data-claim" || pvc.ReadOnly != readOnly || opts.Disk.Disk.ReadOnly != readOnly {
 			t.Errorf("AddVolumeOptions(readOnly %v) = %+v", readOnly, opts)
 		}
+	}
+	opts := AddVolumeOptions("vi-iso", "iso", "vi-iso-claim", true, true)
+	if cd := opts.Disk.CDRom; cd == nil || opts.Disk.Disk != nil || cd.Bus != kubevirtv1.DiskBusSCSI || cd.ReadOnly == nil || !*cd.ReadOnly ||
+		opts.Disk.Serial != "" || !opts.VolumeSource.PersistentVolumeClaim.ReadOnly {
+		t.Errorf("AddVolumeOptions(cdrom) disk = %+v", opts.Disk)
 	}
 }
 
@@ -296,6 +331,42 @@ func TestPhaseEvent(t *testing.T) {
 		if e.Type != tc.kind || e.Reason != tc.reason || e.Note != "Phase "+string(tc.phase)+": why" {
 			t.Errorf("PhaseEvent(%s) = %+v", tc.phase, e)
 		}
+	}
+}
+
+// clusterImageAttachment attaches the ClusterVirtualImage img to vm.
+func clusterImageAttachment() *v1alpha2.VirtualMachineBlockDeviceAttachment {
+	return attachment("a", "img", func(a *v1alpha2.VirtualMachineBlockDeviceAttachment) {
+		a.Spec.BlockDeviceRef.Kind = v1alpha2.VMBDAObjectRefKindClusterVirtualImage
+	})
+}
+
+// clusterImage is the Ready ClusterVirtualImage img in DVCR, an ISO of 1 MiB.
+func clusterImage() *v1alpha2.ClusterVirtualImage {
+	c := &v1alpha2.ClusterVirtualImage{ObjectMeta: metav1.ObjectMeta{Name: "img"}}
+	c.Status.Phase, c.Status.CDROM = v1alpha2.ImageReady, true
+	c.Status.Target.RegistryURL = "dvcr/cvi/img:latest"
+	c.Status.Size.UnpackedBytes = "1048576"
+	return c
+}
+
+// vmiOn is a running VMI on node, without the attachment's volume.
+func vmiOn(node string) *kubevirtv1.VirtualMachineInstance {
+	v := vmi("img", "", "")
+	v.Status.NodeName = node
+	return v
+}
+
+func TestDecideClusterImage(t *testing.T) {
+	a := clusterImageAttachment()
+	d := Decide(Inputs{VMBDA: a, VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage(), Now: now})
+	if d.Action != ActionCopy || *d.Copy != (CopyRequest{Image: "dvcr/cvi/img:latest", Size: 1 << 20, Node: "node1"}) {
+		t.Fatalf("before the copy: %s %+v", d.Action, d.Copy)
+	}
+	d = Decide(Inputs{VMBDA: a, VM: runningVM(), VMI: vmiOn("node1"), ClusterImage: clusterImage(), Copy: CopyState{Filled: true}, Now: now})
+	pvc := d.Add.VolumeSource.PersistentVolumeClaim
+	if d.Action != ActionAttach || d.Volume != "cvi-img" || pvc.ClaimName != CopyClaimName(a) || !pvc.ReadOnly || d.Add.Disk.CDRom == nil {
+		t.Fatalf("after the copy: %s, add %+v", d.Action, d.Add)
 	}
 }
 

@@ -1,14 +1,16 @@
 // Package vmbda is the VirtualMachineBlockDeviceAttachment controller: it hot-plugs the
-// attachment's VirtualDisk into its running VirtualMachine through virtualization-api's
+// attachment's VirtualDisk or image into its running VirtualMachine through virtualization-api's
 // addvolume (as the reference module does: the controller is virtualization-api's client, so the
 // friendly VM is checked and the call is authorized as any other), and unplugs it through
-// removevolume when the attachment is deleted.
+// removevolume when the attachment is deleted. An image in DVCR is copied onto a claim of the
+// attachment's first (copy.go).
 //
 // Decide (decide.go) is pure; the reconciler reads the objects and carries the decision out.
 package vmbda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,19 +51,24 @@ type Hotplug interface {
 type Reconciler struct {
 	client   client.Client
 	hotplug  Hotplug
+	copier   Copier
 	clock    clock.PassiveClock
 	recorder events.EventRecorder
 }
 
 // NewReconciler wires a Reconciler.
-func NewReconciler(c client.Client, hotplug Hotplug, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
-	return &Reconciler{client: c, hotplug: hotplug, clock: clk, recorder: recorder}
+func NewReconciler(c client.Client, hotplug Hotplug, copier Copier, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
+	return &Reconciler{client: c, hotplug: hotplug, copier: copier, clock: clk, recorder: recorder}
 }
 
-// SetupWithManager watches attachments, and the VMs, VMIs, disks and images they name.
+// SetupWithManager watches attachments, their copies' claims and fillers, and the VMs, VMIs,
+// disks and images they name.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha2.VirtualMachineBlockDeviceAttachment{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		Watches(&v1alpha2.ClusterVirtualImage{}, r.naming(byRef(v1alpha2.VMBDAObjectRefKindClusterVirtualImage))).
 		Watches(&v1alpha2.VirtualMachine{}, r.naming(byMachine)).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, r.naming(byMachine)).
 		Watches(&v1alpha2.VirtualDisk{}, r.naming(byRef(v1alpha2.VMBDAObjectRefKindVirtualDisk))).
@@ -120,6 +127,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	case ActionRemoveFinalizer:
+		// The copy's exporter is in the module's namespace: nothing there is owned by a.
+		if err := r.copier.Cleanup(ctx, a); err != nil {
+			return ctrl.Result{}, err
+		}
 		patch := client.MergeFrom(a.DeepCopy())
 		controllerutil.RemoveFinalizer(a, Finalizer)
 		if err := r.client.Patch(ctx, a, patch); client.IgnoreNotFound(err) != nil {
@@ -142,6 +153,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("detach: %w", err)
 		}
 		log.FromContext(ctx).Info("removevolume sent", "virtualMachine", a.Spec.VirtualMachineName, "volume", d.Volume)
+	case ActionCopy:
+		wait, err := r.copier.Step(ctx, a, *d.Copy)
+		if err != nil {
+			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedCopy", "Copy", "Error copying %s %s for the hot-plug: %v",
+				a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, err)
+			return ctrl.Result{}, errors.Join(err, r.setStatus(ctx, a, d.Status))
+		}
+		if wait {
+			return ctrl.Result{RequeueAfter: time.Second}, r.setStatus(ctx, a, d.Status)
+		}
 	}
 	if err := r.setStatus(ctx, a, d.Status); err != nil {
 		return ctrl.Result{}, err
@@ -170,9 +191,16 @@ func (r *Reconciler) inputs(ctx context.Context, a *v1alpha2.VirtualMachineBlock
 		in.Disk, err = kubeget.Optional(ctx, r.client, refKey, &v1alpha2.VirtualDisk{})
 	case v1alpha2.VMBDAObjectRefKindVirtualImage:
 		in.Image, err = kubeget.Optional(ctx, r.client, refKey, &v1alpha2.VirtualImage{})
+	case v1alpha2.VMBDAObjectRefKindClusterVirtualImage:
+		in.ClusterImage, err = kubeget.Optional(ctx, r.client, types.NamespacedName{Name: ref.Name}, &v1alpha2.ClusterVirtualImage{})
 	}
 	if err != nil {
 		return in, err
+	}
+	if ref.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk {
+		if in.Copy, err = r.copier.State(ctx, a); err != nil {
+			return in, err
+		}
 	}
 	var vms v1alpha2.VirtualMachineList
 	if err := r.client.List(ctx, &vms, client.InNamespace(a.Namespace)); err != nil {

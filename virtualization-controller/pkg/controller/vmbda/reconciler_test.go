@@ -2,10 +2,14 @@ package vmbda
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -15,6 +19,10 @@ import (
 
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
+	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerpod"
+	"github.com/d8virt/virtualization-controller/pkg/importerresult"
+	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
 
 // fakeCore plays virtualization-api and the core: addvolume and removevolume change the VMI's
@@ -61,10 +69,12 @@ type world struct {
 func newWorld(t *testing.T, objs ...client.Object) *world {
 	t.Helper()
 	c := fakeclient.Builder(t, objs...).
-		WithStatusSubresource(&v1alpha2.VirtualMachineBlockDeviceAttachment{}).Build()
+		WithStatusSubresource(&v1alpha2.VirtualMachineBlockDeviceAttachment{}, &v1alpha2.ClusterVirtualImage{}, &corev1.Pod{}).Build()
 	core := &fakeCore{c: c}
 	rec := events.NewFakeRecorder(50)
-	return &world{t: t, c: c, core: core, r: NewReconciler(c, core, clocktesting.NewFakeClock(now.Time), rec), recorder: rec}
+	copier := Copier{Client: c, Image: "importer:1", Exporter: importerpod.DVCRExporter{Namespace: "d8-virtualization", Image: "importer:1",
+		PullerSecret: "dvcr-puller", TLSSecret: "dvcr-tls", Client: c, Reader: c, NewToken: func() (string, error) { return "exp0rt", nil }}}
+	return &world{t: t, c: c, core: core, r: NewReconciler(c, core, copier, clocktesting.NewFakeClock(now.Time), rec), recorder: rec}
 }
 
 // settle reconciles the attachment until a reconcile changes nothing; nil once it is gone.
@@ -169,6 +179,133 @@ func TestReconcileConflict(t *testing.T) {
 		t.Fatalf("phase %q, addvolume %v", got.Status.Phase, w.core.adds)
 	}
 	if ev := w.events(); !strings.Contains(ev, "Warning Conflict Phase Failed: VirtualDisk data is already attached to VirtualMachine owner") {
+		t.Errorf("events:\n%s", ev)
+	}
+}
+
+// defaultClass is the cluster's default StorageClass.
+var defaultClass = &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local",
+	Annotations: map[string]string{storageclass.AnnotationDefault: "true"}}, Provisioner: "local"}
+
+func (w *world) reconcile(name string) ctrl.Result {
+	w.t.Helper()
+	res, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}})
+	if err != nil {
+		w.t.Fatalf("reconcile %s: %v", name, err)
+	}
+	return res
+}
+
+// object reads key into obj; false when it is not there.
+func (w *world) object(ns, name string, obj client.Object) bool {
+	w.t.Helper()
+	err := w.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (w *world) setPodStatus(ns, name string, st corev1.PodStatus) {
+	w.t.Helper()
+	pod := &corev1.Pod{}
+	if !w.object(ns, name, pod) {
+		w.t.Fatalf("no pod %s/%s", ns, name)
+	}
+	pod.Status = st
+	if err := w.c.Status().Update(context.Background(), pod); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func ended(r contract.Result) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{Name: importerresult.Container,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: int32(contract.ExitCode(r.Reason)), Message: string(r.Marshal())}}}}}
+}
+
+// TestReconcileCopiesAClusterImage: an ISO in DVCR is copied onto a claim of the attachment's
+// (default class, the image's size) by a filler on the VM's node that reads a DVCR exporter in
+// the module's namespace with its token only; then plugged in as a read-only CD-ROM; the filler
+// and the exporter go, the claim records the copy.
+func TestReconcileCopiesAClusterImage(t *testing.T) {
+	a := clusterImageAttachment()
+	w := newWorld(t, a, runningVM(), vmiOn("node1"), clusterImage(), defaultClass)
+	w.reconcile("a")
+	claim := &corev1.PersistentVolumeClaim{}
+	want := storageclass.ClaimRequest(1 << 20)
+	if !w.object("ns", CopyClaimName(a), claim) || *claim.Spec.StorageClassName != "local" || claim.OwnerReferences[0].UID != a.UID ||
+		!claim.Spec.Resources.Requests.Storage().Equal(want) {
+		t.Fatalf("copy claim %+v", claim)
+	}
+	exporter := ExporterName(a)
+	for range 3 { // the exporter's Secret and Pod, then it starts
+		if res := w.reconcile("a"); res.RequeueAfter == 0 {
+			t.Fatalf("no look again while the exporter starts: %+v", res)
+		}
+	}
+	pod := &corev1.Pod{}
+	if !w.object("d8-virtualization", exporter, pod) || !slices.Contains(pod.Spec.Containers[0].Args, "--export-image=dvcr/cvi/img:latest") {
+		t.Fatalf("exporter %+v", pod.Spec.Containers)
+	}
+	if w.object("ns", FillerName(a), &corev1.Pod{}) {
+		t.Fatal("the filler starts before its exporter serves")
+	}
+	got := &v1alpha2.VirtualMachineBlockDeviceAttachment{}
+	w.object("ns", "a", got)
+	if got.Status.Phase != v1alpha2.BlockDeviceAttachmentPhaseInProgress {
+		t.Fatalf("phase while copying %q", got.Status.Phase)
+	}
+	w.setPodStatus("d8-virtualization", exporter, corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
+	w.reconcile("a")
+	filler, secret := &corev1.Pod{}, &corev1.Secret{}
+	if !w.object("ns", FillerName(a), filler) || !w.object("ns", FillerName(a), secret) {
+		t.Fatal("no filler")
+	}
+	if string(secret.Data[importerpod.KeyExportToken]) != "exp0rt" || len(secret.Data) != 1 {
+		t.Fatalf("filler secret %+v: only the export's token", secret.Data)
+	}
+	args := filler.Spec.Containers[0].Args
+	if !slices.Contains(args, "--source-url=http://10.0.0.9:8090/export") || !slices.Contains(args, "--capacity=1048576") ||
+		filler.Spec.Volumes[2].PersistentVolumeClaim.ClaimName != CopyClaimName(a) ||
+		filler.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node1" {
+		t.Fatalf("filler %+v", filler.Spec)
+	}
+	if len(w.core.adds) != 0 {
+		t.Fatalf("plugged in before the copy: %v", w.core.adds)
+	}
+	w.setPodStatus("ns", FillerName(a), ended(contract.Result{Reason: contract.ReasonCompleted}))
+	w.settle("a")
+	if len(w.core.adds) != 1 || w.core.adds[0] != "cvi-img" {
+		t.Fatalf("addvolume %v", w.core.adds)
+	}
+	if w.object("ns", FillerName(a), &corev1.Pod{}) || w.object("ns", FillerName(a), &corev1.Secret{}) ||
+		w.object("d8-virtualization", exporter, &corev1.Pod{}) || w.object("d8-virtualization", exporter, &corev1.Secret{}) {
+		t.Fatal("the filler or the exporter is left")
+	}
+	w.object("ns", CopyClaimName(a), claim)
+	if st := CopyStateOf(claim); !st.Filled {
+		t.Fatalf("claim annotations %v", claim.Annotations)
+	}
+}
+
+// TestReconcileCopyFails: a filler that fails fails the attachment with its reason, nothing is
+// plugged in, and the copy is not tried again.
+func TestReconcileCopyFails(t *testing.T) {
+	a := clusterImageAttachment()
+	w := newWorld(t, a, runningVM(), vmiOn("node1"), clusterImage(), defaultClass)
+	for range 4 {
+		w.reconcile("a")
+	}
+	w.setPodStatus("d8-virtualization", ExporterName(a), corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}})
+	w.reconcile("a")
+	w.setPodStatus("ns", FillerName(a), ended(contract.Result{Reason: contract.ReasonDestinationFailed, Message: "no room"}))
+	got := w.settle("a")
+	if got.Status.Phase != v1alpha2.BlockDeviceAttachmentPhaseFailed || len(w.core.adds) != 0 || w.object("ns", FillerName(a), &corev1.Pod{}) {
+		t.Fatalf("phase %q, addvolume %v", got.Status.Phase, w.core.adds)
+	}
+	if ev := w.events(); !strings.Contains(ev, "Warning NotAttached Phase Failed: the copy of ClusterVirtualImage img for the hot-plug failed: DestinationFailed: no room") {
 		t.Errorf("events:\n%s", ev)
 	}
 }
