@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -171,8 +172,10 @@ type importerRun struct {
 // exits or ctx ends (then it is sent SIGTERM). It does not touch a testing.T, so a test may run it in a goroutine.
 func startImporter(ctx context.Context, importer, dir string, args ...string) importerRun {
 	term, scratch := filepath.Join(dir, "termination-log"), filepath.Join(dir, "scratch")
-	r := importerRun{args: append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagMetricsAddress, "127.0.0.1:0",
-		"--"+contract.FlagScratchDir, scratch, "--"+contract.FlagRetries, "2")}
+	r := importerRun{args: append(args, "--"+contract.FlagTerminationMessagePath, term, "--"+contract.FlagScratchDir, scratch, "--"+contract.FlagRetries, "2")}
+	if !slices.Contains(args, "--"+contract.FlagMetricsAddress) {
+		r.args = append(r.args, "--"+contract.FlagMetricsAddress, "127.0.0.1:0")
+	}
 	if r.err = os.MkdirAll(scratch, 0o755); r.err != nil {
 		return r
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/d8virt/devstack/testenv"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
 // curlUpload is `curl -T file -H "Authorization: Bearer token" url`: the HTTP status and body.
@@ -86,6 +88,49 @@ func testUpload(t *testing.T, f *fixture) {
 		}
 		if !bytes.Equal(files["disk/disk.qcow2"], f.files["disk.qcow2"]) {
 			t.Fatal("the pulled disk is not the uploaded one")
+		}
+	})
+	t.Run("staged, then exported", func(t *testing.T) {
+		// A VirtualDisk's upload without a size: the stager takes it into a file, answers the
+		// upload, shows the staged size in its metrics and serves the file to an importer.
+		uploadAddr, metricsAddr, uploadToken := testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t), filepath.Join(t.TempDir(), "upload-token")
+		if err := os.WriteFile(uploadToken, []byte("upload-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		staged := filepath.Join(t.TempDir(), "disk.img")
+		url, tokenFile, _, stop := startExporter(t, f, "--"+contract.FlagSourceUploadAddress, uploadAddr, "--"+contract.FlagUploadTokenFile, uploadToken,
+			"--"+contract.FlagDestinationFile, staged, "--"+contract.FlagThenExport, "--"+contract.FlagMetricsAddress, metricsAddr)
+		var code, body string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if c, err := net.Dial("tcp", uploadAddr); err == nil {
+				c.Close()
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the stager does not listen at %s", uploadAddr)
+			}
+		}
+		if code, body = curlUpload(t, filepath.Join(f.dir, "disk.qcow2"), "upload-token", "http://"+uploadAddr+contract.UploadPath); code != "200" || body != "imported" {
+			t.Fatalf("upload: %s %s", code, body)
+		}
+		resp, err := http.Get("http://" + metricsAddr + contract.MetricsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := importerprogress.Parse(resp.Body)
+		resp.Body.Close()
+		if err != nil || p.Staged == nil || p.Staged.UnpackedBytes != int64(len(f.raw)) || p.Staged.Format != contract.FormatQcow2 || p.Staged.CDROM {
+			t.Fatalf("staged %+v, %v", p.Staged, err)
+		}
+		out := filepath.Join(t.TempDir(), "disk.img")
+		res, rc := f.run(t, "--"+contract.FlagSourceURL, url, "--"+contract.FlagSourceTokenFile, tokenFile, "--"+contract.FlagDestinationFile, out)
+		if rc != 0 || res.UnpackedSize != int64(len(f.raw)) {
+			t.Fatalf("import from the stager: exit %d, %+v", rc, res)
+		}
+		if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, f.raw) {
+			t.Fatalf("the copy (%d bytes, %v) is not the uploaded disk (%d bytes raw)", len(got), err, len(f.raw))
+		}
+		if o := stop(); o.err != nil || o.code != 0 || o.res.Reason != contract.ReasonCompleted || o.res.Format != contract.FormatQcow2 {
+			t.Fatalf("the stopped stager: exit %d, %+v, %v\n%s", o.code, o.res, o.err, o.stderr)
 		}
 	})
 	t.Run("no upload", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,39 @@ func testUpload(t *testing.T, st *stack) {
 	// The claim holds the uploaded disk, converted to raw.
 	st.compareDisk(t, ctx, ns, got.Status.Target.PersistentVolumeClaimName, st.guestDisk)
 	st.nothingLeft(t, ns, "no uploader left")
+}
+
+// testUploadWithoutSize: a disk with an Upload source and no size takes the upload all the
+// same: a stager receives it (the URLs point at it), learns its unpacked size (the guest's
+// 25Mi), and the claim made of that size is filled from the stager's export; Ready with the
+// guest's disk, and nothing left.
+func testUploadWithoutSize(t *testing.T, st *stack) {
+	ctx := longContext(t)
+	ns := st.namespace(t, fmt.Sprintf("vd-upload-unsized-%d", os.Getpid()))
+	vd := newDisk(ns, "unsized", &v1alpha2.VirtualDiskDataSource{Type: v1alpha2.DataSourceTypeUpload}, "64Mi", "")
+	vd.Spec.PersistentVolumeClaim.Size = nil
+	if err := st.admin.Create(ctx, vd); err != nil {
+		t.Fatal(err)
+	}
+	got := st.waitPhase(t, vd, v1alpha2.DiskWaitForUserUpload, 2*time.Minute)
+	if got.Status.ImageUploadURLs == nil || got.Status.Target.PersistentVolumeClaimName != "" {
+		t.Fatalf("status while waiting for the upload %+v", got.Status)
+	}
+	token := got.Annotations["virtualization.deckhouse.io/upload-token"]
+	if code, body := curlUpload(t, st.guestDisk, token, got.Status.ImageUploadURLs.External, ""); code != "200" || body != "imported" {
+		t.Fatalf("the upload to %s: HTTP %s %s", got.Status.ImageUploadURLs.External, code, body)
+	}
+	got = st.waitPhase(t, vd, v1alpha2.DiskReady, 2*time.Minute)
+	pvc, err := st.claim(ctx, ns, got.Status.Target.PersistentVolumeClaimName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if got.Annotations["virtualization.deckhouse.io/vd-source-size"] != strconv.Itoa(25<<20) || request.String() != "25Mi" || got.Status.Capacity != "25Mi" {
+		t.Fatalf("annotations %v, claim request %s, status %+v", got.Annotations, request.String(), got.Status)
+	}
+	st.compareDisk(t, ctx, ns, pvc.Name, st.guestDisk)
+	st.nothingLeft(t, ns, "no stager, importer, Service or Secret left")
 }
 
 // compareDisk runs qemu-img compare of the claim's disk.img (raw) with the qcow2 file: the

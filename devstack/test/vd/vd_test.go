@@ -43,6 +43,7 @@ func TestVirtualDisk(t *testing.T) {
 	t.Run("FromCVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.ClusterVirtualImageKind) })
 	t.Run("FromVI", func(t *testing.T) { testFromImage(t, st, v1alpha2.VirtualImageKind) })
 	t.Run("Upload", func(t *testing.T) { testUpload(t, st) })
+	t.Run("UploadWithoutSize", func(t *testing.T) { testUploadWithoutSize(t, st) })
 	t.Run("SizedBySource", func(t *testing.T) { testSizedBySource(t, st) })
 	t.Run("ImageAndDiskFromDisk", func(t *testing.T) { testImageFromDisk(t, st) })
 	t.Run("ImageOnClaim", func(t *testing.T) { testImageOnClaim(t, st) })

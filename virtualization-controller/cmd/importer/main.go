@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ type options struct {
 	sourceTokenFile, sourceFile                  string
 	exportFile, exportImage                      string
 	exportAddress, exportTokenFile               string
+	thenExport                                   bool
 	uploadAddress, uploadTokenFile               string
 	uploadTimeout                                time.Duration
 	sums                                         map[string]*string
@@ -66,6 +68,7 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.exportImage, contract.FlagExportImage, "", "serve the disk of this container-disk image to an importer instead of importing (with --"+contract.FlagSourceAuthFile+" and --"+contract.FlagSourceCABundle+")")
 	fs.StringVar(&o.exportAddress, contract.FlagExportAddress, ":8090", "address the export is served at ("+contract.ExportPath+")")
 	fs.StringVar(&o.exportTokenFile, contract.FlagExportTokenFile, "", "file with the token the export's requests must bear")
+	fs.BoolVar(&o.thenExport, contract.FlagThenExport, false, "after importing into --"+contract.FlagDestinationFile+", serve that file as an exporter until stopped")
 	fs.StringVar(&o.uploadAddress, contract.FlagSourceUploadAddress, "", "address to wait for the user's upload at ("+contract.UploadPath+")")
 	fs.StringVar(&o.uploadTokenFile, contract.FlagUploadTokenFile, "", "file with the token the upload must bear")
 	fs.DurationVar(&o.uploadTimeout, contract.FlagUploadTimeout, time.Hour, "how long to wait for the upload to begin")
@@ -137,6 +140,9 @@ func parse(args []string, getenv func(string) string) (options, error) {
 	case !o.inspect && (o.destImage == "") == (o.destFile == ""):
 		return o, fmt.Errorf("give exactly one of --%s and --%s", contract.FlagDestinationImage, contract.FlagDestinationFile)
 	}
+	if o.thenExport && (o.destFile == "" || o.exportTokenFile == "") {
+		return o, fmt.Errorf("--%s goes with --%s and --%s", contract.FlagThenExport, contract.FlagDestinationFile, contract.FlagExportTokenFile)
+	}
 	if o.retries < 1 {
 		return o, fmt.Errorf("--%s must be at least 1", contract.FlagRetries)
 	}
@@ -173,8 +179,10 @@ func main() {
 	case err == nil && (o.exportFile != "" || o.exportImage != ""):
 		err = export(ctx, o, log)
 		res = contract.Result{Reason: contract.ReasonCompleted}
+	case err == nil && o.thenExport:
+		res, err = stage(ctx, o, log)
 	case err == nil:
-		res, err = run(ctx, o, log)
+		res, err = run(ctx, o, log, prometheus.NewRegistry())
 	}
 	stop()
 	if err != nil {
@@ -189,7 +197,8 @@ func main() {
 	os.Exit(contract.ExitCode(res.Reason))
 }
 
-func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, error) {
+// run imports as o says, serving its progress in reg.
+func run(ctx context.Context, o options, log *slog.Logger, reg *prometheus.Registry) (contract.Result, error) {
 	wanted := map[string]string{}
 	for alg, v := range o.sums {
 		wanted[alg] = *v
@@ -231,7 +240,6 @@ func run(ctx context.Context, o options, log *slog.Logger) (contract.Result, err
 		im.Registry = &destination.Registry{Image: o.destImage, Keychain: keys, Transport: tr,
 			Backoff: destination.Backoff{Duration: backoff.Initial, Factor: 2, Steps: backoff.Attempts, Cap: backoff.Max}}
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(im.Progress)
 	if err := serveMetrics(ctx, o.metrics, reg, log); err != nil {
 		return contract.Result{}, err
@@ -311,22 +319,66 @@ func export(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.Sent)
-	l, err := net.Listen("tcp", o.exportAddress)
+	l, err := listenExport(o)
 	if err != nil {
-		return contract.Errorf(contract.ReasonInvalidArguments, "export address: %w", err)
+		return err
 	}
 	// Ready (the metrics answer) only once the export listens.
 	if err := serveMetrics(ctx, o.metrics, reg, log); err != nil {
 		l.Close()
 		return err
 	}
+	return serveExport(ctx, l, h, log)
+}
+
+func listenExport(o options) (net.Listener, error) {
+	l, err := net.Listen("tcp", o.exportAddress)
+	if err != nil {
+		return nil, contract.Errorf(contract.ReasonInvalidArguments, "export address: %w", err)
+	}
+	return l, nil
+}
+
+// serveExport serves h on l until ctx ends.
+func serveExport(ctx context.Context, l net.Listener, h *exporter.Handler, log *slog.Logger) error {
 	srv := &http.Server{Handler: h.Mux(), ReadHeaderTimeout: 30 * time.Second}
 	context.AfterFunc(ctx, func() { srv.Close() })
-	log.Info("exporting", "path", o.exportFile, "image", o.exportImage, "address", l.Addr().String())
+	log.Info("exporting", "path", h.Path, "image", h.Image != nil, "address", l.Addr().String())
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return contract.Errorf(contract.ReasonInternal, "export server: %w", err)
 	}
 	return nil
+}
+
+// stage imports into o.destFile, then serves it as an exporter until ctx ends, the staged disk
+// in contract.MetricStagedBytes (which appears once the export listens).
+func stage(ctx context.Context, o options, log *slog.Logger) (contract.Result, error) {
+	token, err := readToken(o.exportTokenFile)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	l, err := listenExport(o)
+	if err != nil {
+		return contract.Result{}, err
+	}
+	reg := prometheus.NewRegistry()
+	res, err := run(ctx, o, log, reg)
+	if err != nil {
+		l.Close()
+		return res, err
+	}
+	h := &exporter.Handler{Path: o.destFile, Token: token, Sent: exporter.NewSentCounter(), Log: log}
+	reg.MustRegister(h.Sent, stagedGauge(res))
+	log.Info("staged", "result", res)
+	return res, serveExport(ctx, l, h, log)
+}
+
+// stagedGauge is contract.MetricStagedBytes of res.
+func stagedGauge(res contract.Result) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: contract.MetricStagedBytes, Help: "Unpacked size of the staged disk the importer serves."},
+		[]string{contract.LabelFormat, contract.LabelCDROM})
+	g.WithLabelValues(res.Format, strconv.FormatBool(res.CDROM)).Set(float64(res.UnpackedSize))
+	return g
 }
 
 // exportedImage opens o.exportImage's disk once, to fail now when it cannot be read, and returns

@@ -85,6 +85,9 @@ func TestParseSourcesAndExport(t *testing.T) {
 		{name: "both exports", args: []string{"--export-image=dvcr/cvi/a:latest", "--export-file=/d", "--export-token-file=/t"}, err: "give one of --export-file and --export-image"},
 		{name: "a file's export with registry credentials", args: []string{"--export-file=/d", "--export-token-file=/t", "--source-auth-file=/a"}, err: "--source-auth-file and --source-ca-bundle go with --export-image"},
 		{name: "a token without a URL", args: []string{"--source-image=reg/disk:1", "--source-token-file=/t", "--destination-file=/d"}, err: "--source-token-file goes with --source-url"},
+		{name: "an upload staged, then exported", args: []string{"--source-upload-address=:8090", "--upload-token-file=/t", "--destination-file=/scratch/disk.img", "--then-export", "--export-address=:8091", "--export-token-file=/t"}},
+		{name: "then-export without a token", args: []string{"--source-upload-address=:8090", "--upload-token-file=/t", "--destination-file=/scratch/disk.img", "--then-export"}, err: "--then-export goes with --destination-file and --export-token-file"},
+		{name: "then-export into DVCR", args: []string{"--source-url=http://x/d", "--destination-image=dvcr/vi/a:latest", "--then-export", "--export-token-file=/t"}, err: "--then-export goes with --destination-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse(tc.args, func(string) string { return "" })

@@ -21,6 +21,16 @@ type Progress struct {
 	ReadBytes         float64
 	SpeedBytes        float64
 	AverageSpeedBytes float64
+	// Staged is the disk a staging importer (contract.FlagThenExport) holds and serves; nil
+	// until it does.
+	Staged *Staged
+}
+
+// Staged is a staged disk: its unpacked size, the source's format, and whether it is an ISO.
+type Staged struct {
+	UnpackedBytes int64
+	Format        string
+	CDROM         bool
 }
 
 // maxBody bounds what is read of an importer's answer: its few metrics are a few KiB.
@@ -56,6 +66,17 @@ func Parse(r io.Reader) (Progress, error) {
 	p.ReadBytes, _ = value(contract.MetricReadBytes)
 	p.SpeedBytes, _ = value(contract.MetricSpeedBytes)
 	p.AverageSpeedBytes, _ = value(contract.MetricAverageSpeedBytes)
+	if v, ok := value(contract.MetricStagedBytes); ok {
+		p.Staged = &Staged{UnpackedBytes: int64(v)}
+		for _, l := range families[contract.MetricStagedBytes].GetMetric()[0].GetLabel() {
+			switch l.GetName() {
+			case contract.LabelFormat:
+				p.Staged.Format = l.GetValue()
+			case contract.LabelCDROM:
+				p.Staged.CDROM = l.GetValue() == "true"
+			}
+		}
+	}
 	return p, nil
 }
 

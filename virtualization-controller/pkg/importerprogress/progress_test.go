@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,10 @@ func TestParse(t *testing.T) {
 		{name: "size unknown", in: "# TYPE d8_virtualization_importer_speed_bytes_per_second gauge\nd8_virtualization_importer_speed_bytes_per_second 5\n", want: Progress{Ratio: -1, SpeedBytes: 5}},
 		{name: "empty", in: "", want: Progress{Ratio: -1}},
 		{name: "garbage", in: "not { metrics", wantErr: true},
+		{name: "staged", in: running + "# TYPE d8_virtualization_importer_staged_unpacked_bytes gauge\nd8_virtualization_importer_staged_unpacked_bytes{cdrom=\"false\",format=\"qcow2\"} 2.62144e+07\n",
+			want: Progress{Ratio: 0.452, ReadBytes: 4096, SpeedBytes: 1048576, AverageSpeedBytes: 2048, Staged: &Staged{UnpackedBytes: 26214400, Format: "qcow2"}}},
+		{name: "an ISO staged", in: "d8_virtualization_importer_staged_unpacked_bytes{cdrom=\"true\",format=\"iso\"} 1024\n",
+			want: Progress{Ratio: -1, Staged: &Staged{UnpackedBytes: 1024, Format: "iso", CDROM: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +44,7 @@ func TestParse(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if err == nil && got != tc.want {
+			if err == nil && !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})

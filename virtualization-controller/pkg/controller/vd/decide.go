@@ -44,7 +44,8 @@ const (
 	StepLost
 	// StepObserve: the claim holds the disk: grow it if the spec asks, report it.
 	StepObserve
-	// StepWatchInspection: the inspector learns the source's size; read its progress.
+	// StepWatchInspection: the inspector learns the source's size (a stager takes the upload);
+	// read its progress.
 	StepWatchInspection
 	// StepRecordSize: the inspector ended; record the size it found, or the failure.
 	StepRecordSize
@@ -98,6 +99,9 @@ func Decide(s State) Step {
 			return StepDeleteInspector
 		}
 		return StepNone
+	case pvc == nil && inspector != nil && sized && IsStager(inspector) && !importerresult.Done(inspector):
+		// The upload is staged: the claim is made of its size and filled from the stager.
+		return StepProvision
 	case pvc == nil && inspector != nil && sized:
 		return StepDeleteInspector
 	case pvc == nil && inspector != nil && importerresult.Done(inspector):
@@ -106,7 +110,8 @@ func Decide(s State) Step {
 		return StepWatchInspection
 	case pvc == nil:
 		return StepProvision
-	case inspector != nil:
+	case inspector != nil && (!IsStager(inspector) || pvc.Annotations[AnnotationProvisioned] == "true" || failedNow(vd)):
+		// A stager serves the upload until the claim holds it.
 		return StepDeleteInspector
 	case pvc.DeletionTimestamp != nil:
 		return StepNone // the claim of a failed import is going; the disk is Failed already
@@ -125,6 +130,10 @@ func Decide(s State) Step {
 		return StepWatchProgress
 	}
 }
+
+// IsStager: the inspector Pod is an Upload source's stager (StagerPod), which takes the
+// upload, learns its size and serves it to the importer of the claim made of that size.
+func IsStager(inspector *corev1.Pod) bool { return inspector.Labels[labelName] == stagerName }
 
 // provisionedOnce: the disk had its claim filled (Ready, Resizing, or already PVCLost).
 func provisionedOnce(vd *v1alpha2.VirtualDisk) bool {

@@ -39,8 +39,16 @@ const (
 	pullDir          = "/etc/importer/pull"
 	scratchDir       = "/scratch"
 	keyCA            = "ca.crt"
-	// keyUploadToken holds an Upload source's token (the disk's AnnotationUploadToken).
+	// keyUploadToken holds an Upload source's token (the disk's AnnotationUploadToken); a
+	// stager's export takes the same one (importerpod.KeyExportToken).
 	keyUploadToken = "upload-token"
+	// StagedExportPort is where a stager serves the staged upload (its upload port is
+	// importerpod.UploadPort).
+	StagedExportPort = 8091
+	stagerName       = "stager"
+	// labelUploader marks the Pod an Upload source's Service sends the upload to (the importer
+	// of a sized disk, or the stager of one without a size).
+	labelUploader = "virtualization.deckhouse.io/vd-uploader"
 )
 
 // ImporterName names a disk's importer Pod and its Secret.
@@ -63,7 +71,8 @@ func ImporterSecret(vd *v1alpha2.VirtualDisk, src *Source) *corev1.Secret {
 	data := map[string][]byte{}
 	switch {
 	case src.Upload:
-		data[keyUploadToken] = []byte(vd.Annotations[importerpod.AnnotationUploadToken])
+		token := []byte(vd.Annotations[importerpod.AnnotationUploadToken])
+		data[keyUploadToken], data[importerpod.KeyExportToken] = token, token
 	case src.ExportToken != nil:
 		data[importerpod.KeyExportToken] = src.ExportToken
 	case len(src.CABundle) > 0:
@@ -97,21 +106,33 @@ func (c PodConfig) ImporterPod(vd *v1alpha2.VirtualDisk, claim string, plan Plan
 	}
 	volumes = c.addSource(&container, volumes, plan.Source, secret)
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: importerLabels(vd), OwnerReferences: owner(vd)},
+		ObjectMeta: metav1.ObjectMeta{Name: ImporterName(vd), Namespace: vd.Namespace, Labels: importerLabels(vd, plan.Source), OwnerReferences: owner(vd)},
 		Spec:       importerpod.Spec(container, volumes),
 	}
 }
 
-// InspectorPod is the one builder of the Pod that learns the unpacked size of src, a URL or an
-// image, for a disk without a size (the importer with --inspect: no claim yet). secret is
-// ImporterSecret's, nil when there is none.
+// InspectorPod is the one builder of the Pod that learns the unpacked size of src for a disk
+// without a size (no claim yet): for a URL or an image, the importer with --inspect; for an
+// upload, a stager: the uploader staging the upload in its scratch space, then serving it at
+// StagedExportPort with the upload's token (--then-export) to the importer of the claim made of
+// the size it found. secret is ImporterSecret's, nil when there is none.
 func (c PodConfig) InspectorPod(vd *v1alpha2.VirtualDisk, src *Source, secret *corev1.Secret) *corev1.Pod {
 	container := c.container()
-	container.Args = append(container.Args, importerpod.Flag(contract.FlagInspect, "true"))
-	volumes := []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	volumes = c.addSource(&container, volumes, src, secret)
 	l := labels(vd)
 	l[labelName] = "inspector"
+	if src.Upload {
+		l[labelName], l[labelUploader] = stagerName, "true"
+		container.Args = append(container.Args,
+			importerpod.Flag(contract.FlagDestinationFile, path.Join(scratchDir, "disk.img")),
+			importerpod.Flag(contract.FlagThenExport, "true"),
+			importerpod.Flag(contract.FlagExportAddress, ":"+strconv.Itoa(StagedExportPort)),
+			importerpod.Flag(contract.FlagExportTokenFile, path.Join(secretDir, importerpod.KeyExportToken)))
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: "export", ContainerPort: StagedExportPort, Protocol: corev1.ProtocolTCP})
+	} else {
+		container.Args = append(container.Args, importerpod.Flag(contract.FlagInspect, "true"))
+	}
+	volumes := []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	volumes = c.addSource(&container, volumes, src, secret)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: InspectorName(vd), Namespace: vd.Namespace, Labels: l, OwnerReferences: owner(vd)},
 		Spec:       importerpod.Spec(container, volumes),
@@ -182,10 +203,18 @@ func (c PodConfig) addSource(container *corev1.Container, volumes []corev1.Volum
 	return volumes
 }
 
-func importerLabels(vd *v1alpha2.VirtualDisk) map[string]string {
+func importerLabels(vd *v1alpha2.VirtualDisk, src *Source) map[string]string {
 	l := labels(vd)
 	l[labelName] = "importer"
+	if src != nil && src.Upload {
+		l[labelUploader] = "true"
+	}
 	return l
+}
+
+// StagedExportURL is where a running stager serves the staged upload.
+func StagedExportURL(stager *corev1.Pod) string {
+	return "http://" + stager.Status.PodIP + ":" + strconv.Itoa(StagedExportPort) + contract.ExportPath
 }
 
 // labelName says what a Pod of the controller's is.
@@ -195,7 +224,7 @@ const labelName = "app.kubernetes.io/name"
 func (c PodConfig) UploaderService(vd *v1alpha2.VirtualDisk) *corev1.Service {
 	return importerpod.UploaderService(
 		metav1.ObjectMeta{Name: UploaderName(vd), Namespace: vd.Namespace, Labels: labels(vd), OwnerReferences: owner(vd)},
-		map[string]string{LabelVDUID: string(vd.UID), labelName: "importer"}, c.UploadServiceType)
+		map[string]string{LabelVDUID: string(vd.UID), labelUploader: "true"}, c.UploadServiceType)
 }
 
 // UploadURLs are where the user uploads the disk (status.imageUploadURLs): its Service's

@@ -141,15 +141,40 @@ var uploadDisk = func() *v1alpha2.VirtualDisk {
 
 func TestUploader(t *testing.T) {
 	s := ImporterSecret(uploadDisk, &Source{Upload: true})
-	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || len(s.Data) != 1 {
+	if s == nil || string(s.Data[keyUploadToken]) != "t0ken" || string(s.Data[importerpod.KeyExportToken]) != "t0ken" || len(s.Data) != 2 {
 		t.Errorf("upload secret %+v", s)
 	}
 	svc := PodConfig{UploadServiceType: corev1.ServiceTypeClusterIP}.UploaderService(uploadDisk)
 	if svc.Name != "vd-upload-tiny" || svc.Namespace != "ns" || svc.OwnerReferences[0].UID != "uid-1" || svc.Labels[LabelManagedBy] != ManagedBy ||
-		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.StrVal != "upload" || svc.Spec.Selector[LabelVDUID] != "uid-1" {
+		svc.Spec.Ports[0].Port != 80 || svc.Spec.Ports[0].TargetPort.StrVal != "upload" || svc.Spec.Selector[LabelVDUID] != "uid-1" || svc.Spec.Selector[labelUploader] != "true" {
 		t.Errorf("service %+v", svc)
 	}
 	if got := UploadURLs(uploadDisk, svc, &corev1.Pod{}).InCluster; got != "http://vd-upload-tiny.ns.svc/upload" {
 		t.Errorf("upload URL %s", got)
+	}
+}
+
+// TestStagerPod: an upload to a disk without a size is staged in the Pod's scratch space and
+// then served with the upload's token; the Service sends the upload to it.
+func TestStagerPod(t *testing.T) {
+	c := PodConfig{Image: "importer:1", UploadTimeout: time.Hour}
+	src := &Source{Upload: true}
+	pod := c.InspectorPod(uploadDisk, src, ImporterSecret(uploadDisk, src))
+	args := pod.Spec.Containers[0].Args
+	for _, want := range []string{"--source-upload-address=:8090", "--destination-file=/scratch/disk.img", "--then-export=true",
+		"--export-address=:8091", "--export-token-file=/etc/importer/source/export-token", "--upload-token-file=/etc/importer/source/upload-token"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("stager args %q lack %s", args, want)
+		}
+	}
+	if slices.Contains(args, "--inspect=true") || !IsStager(pod) || pod.Labels[labelUploader] != "true" || len(pod.Spec.Volumes) != 2 {
+		t.Errorf("stager %+v", pod)
+	}
+	if got := StagedExportURL(&corev1.Pod{Status: corev1.PodStatus{PodIP: "10.0.0.9"}}); got != "http://10.0.0.9:8091/export" {
+		t.Errorf("export URL %s", got)
+	}
+	importer := c.ImporterPod(uploadDisk, "claim", Plan{Source: &Source{URL: "http://10.0.0.9:8091/export", ExportToken: []byte("t0ken")}}, nil)
+	if importer.Labels[labelUploader] != "" {
+		t.Errorf("the importer from the stager takes no upload: %v", importer.Labels)
 	}
 }

@@ -73,7 +73,8 @@ type Plan struct {
 	// Size is the disk's size: spec.persistentVolumeClaim.size, or the source's unpacked size
 	// (an image's, or what an inspection found: AnnotationSourceSize).
 	Size resource.Quantity
-	// Inspect: the size is not known yet; an inspector learns it before the claim is made.
+	// Inspect: the size is not known yet; an inspector learns it before the claim is made (an
+	// upload's stager, which keeps the upload for the claim's importer).
 	Inspect bool
 	// Source is what the importer reads; nil for a blank disk.
 	Source *Source
@@ -181,11 +182,9 @@ func MakePlan(vd *v1alpha2.VirtualDisk, deps Deps) (Plan, *Problem) {
 		plan.Size = *size
 	case unpacked > 0:
 		plan.Size = *resource.NewQuantity(unpacked, resource.BinarySI)
-	case ds.Type == v1alpha2.DataSourceTypeUpload:
-		return Plan{}, failed(vdcondition.ReadyType, string(vdcondition.ProvisioningNotStarted),
-			"spec.persistentVolumeClaim.size is required for an Upload source: the disk's volume is made before the upload comes (or upload a VirtualImage and refer to that with objectRef)")
 	default:
-		// A URL or a registry image: its size is the source's unpacked size, learnt first.
+		// A URL, a registry image or an upload: its size is the source's unpacked size, learnt
+		// first (an upload is staged by a stager, which learns it).
 		if q, err := resource.ParseQuantity(vd.Annotations[AnnotationSourceSize]); err == nil && q.Sign() > 0 {
 			plan.Size = *resource.NewQuantity(q.Value(), resource.BinarySI)
 		} else {

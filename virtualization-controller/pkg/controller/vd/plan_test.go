@@ -137,8 +137,16 @@ func TestMakePlan(t *testing.T) {
 		{name: "upload", vd: disk(uploadSource, "1Gi", "block"), deps: Deps{StorageClasses: local},
 			want: Plan{StorageClass: "block", VolumeMode: corev1.PersistentVolumeBlock, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("1Gi"),
 				Source: &Source{Upload: true}}},
-		{name: "upload without size", vd: disk(uploadSource, "", ""), deps: Deps{StorageClasses: local},
-			problem: &Problem{Phase: v1alpha2.DiskFailed, Condition: vdcondition.ReadyType, Message: "size is required for an Upload source: the disk's volume is made before the upload comes"}},
+		{name: "upload without size: staged first", vd: disk(uploadSource, "", ""), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Inspect: true,
+				Source: &Source{Upload: true}}},
+		{name: "upload staged: the size it has", vd: func() *v1alpha2.VirtualDisk {
+			d := disk(uploadSource, "", "")
+			d.Annotations = map[string]string{AnnotationSourceSize: "26214400"}
+			return d
+		}(), deps: Deps{StorageClasses: local},
+			want: Plan{StorageClass: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce, WaitForFirstConsumer: true, Size: resource.MustParse("25Mi"),
+				Source: &Source{Upload: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

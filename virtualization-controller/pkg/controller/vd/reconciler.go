@@ -27,6 +27,7 @@ import (
 	"github.com/d8virt/api/core/v1alpha2/vdcondition"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 )
 
@@ -132,15 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepWatchProgress:
 		p := importerpod.ReadProgress(ctx, r.progress, pod)
 		s := ProvisioningStatus(vd, pvc.Name, storageClassOf(pvc), p, r.now())
-		if isUpload(vd) && importerpod.UploadNotBegun(p, vd.Status.Phase != v1alpha2.DiskProvisioning) {
-			// The URL appears once the uploader is ready to take the upload.
-			s = UploaderStartingStatus(vd, pvc.Name, storageClassOf(pvc), r.now())
-			if importerpod.Ready(pod) {
-				svc, err := r.uploaderService(ctx, vd)
-				if err != nil {
-					return ctrl.Result{}, err
-				}
-				s = WaitForUploadStatus(vd, pvc.Name, storageClassOf(pvc), UploadURLs(vd, svc, pod), r.now())
+		if pod.Labels[labelUploader] == "true" {
+			if s, err = r.uploadStatus(ctx, vd, pvc.Name, storageClassOf(pvc), pod, p); err != nil {
+				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, s)
@@ -149,7 +144,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case StepLost:
 		return ctrl.Result{}, r.setStatus(ctx, vd, LostStatus(vd, r.now()))
 	case StepWatchInspection:
-		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, InspectingStatus(vd, vd.Status.StorageClassName, importerpod.ReadProgress(ctx, r.progress, inspector), r.now()))
+		p := importerpod.ReadProgress(ctx, r.progress, inspector)
+		if !IsStager(inspector) {
+			return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, InspectingStatus(vd, vd.Status.StorageClassName, p, r.now()))
+		}
+		if p != nil && p.Staged != nil {
+			return ctrl.Result{}, r.recordStaged(ctx, vd, inspector, *p.Staged)
+		}
+		s, err := r.uploadStatus(ctx, vd, "", vd.Status.StorageClassName, inspector, p)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: r.cfg.Interval}, r.setStatus(ctx, vd, s)
 	case StepRecordSize:
 		return ctrl.Result{}, r.recordSize(ctx, vd, inspector)
 	case StepDeleteInspector:
@@ -158,6 +164,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.observe(ctx, vd, pvc)
 	}
 	return ctrl.Result{}, nil
+}
+
+// uploadStatus is the status of a disk whose uploader (the importer of claim, or a stager: claim
+// "") runs: starting, then waiting for the upload at its URLs once it is ready, then the
+// upload's progress once it has begun.
+func (r *Reconciler) uploadStatus(ctx context.Context, vd *v1alpha2.VirtualDisk, claim, class string, uploader *corev1.Pod, p *importerprogress.Progress) (v1alpha2.VirtualDiskStatus, error) {
+	if !importerpod.UploadNotBegun(p, vd.Status.Phase != v1alpha2.DiskProvisioning) {
+		return ProvisioningStatus(vd, claim, class, p, r.now()), nil
+	}
+	if !importerpod.Ready(uploader) {
+		return UploaderStartingStatus(vd, claim, class, r.now()), nil
+	}
+	svc, err := r.uploaderService(ctx, vd)
+	if err != nil {
+		return v1alpha2.VirtualDiskStatus{}, err
+	}
+	return WaitForUploadStatus(vd, claim, class, UploadURLs(vd, svc, uploader), r.now()), nil
 }
 
 // uploaderService is the disk's uploader Service, read past the cache (Services are not cached);
@@ -379,6 +402,12 @@ func (r *Reconciler) startInspection(ctx context.Context, vd *v1alpha2.VirtualDi
 		return fmt.Errorf("create inspector pod: %w", err)
 	}
 	log.FromContext(ctx).Info("inspector pod created", "pod", pod.Name)
+	if plan.Source.Upload {
+		if err := r.client.Create(ctx, r.cfg.Pods.UploaderService(vd)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create uploader service: %w", err)
+		}
+		return r.setStatus(ctx, vd, UploaderStartingStatus(vd, "", plan.StorageClass, r.now()))
+	}
 	return r.setStatus(ctx, vd, InspectingStatus(vd, plan.StorageClass, nil, r.now()))
 }
 
@@ -404,6 +433,31 @@ func (r *Reconciler) recordSize(ctx context.Context, vd *v1alpha2.VirtualDisk, i
 	return r.deleteImporter(ctx, vd, nil)
 }
 
+// recordStaged takes what the stager staged: its unpacked size becomes the disk's
+// (AnnotationSourceSize), and the claim's import from the stager follows; an ISO fails the disk.
+func (r *Reconciler) recordStaged(ctx context.Context, vd *v1alpha2.VirtualDisk, stager *corev1.Pod, staged importerprogress.Staged) error {
+	if staged.CDROM || staged.UnpackedBytes <= 0 {
+		res := contract.Result{Reason: contract.ReasonCompleted, Format: staged.Format, CDROM: staged.CDROM, UnpackedSize: staged.UnpackedBytes}
+		if !staged.CDROM {
+			res = contract.Result{Reason: contract.ReasonNotDiskImage, Message: "the upload holds an empty disk"}
+		}
+		if err := r.setStatus(ctx, vd, FailedStatus(vd, res, r.now())); err != nil {
+			return err
+		}
+		if err := r.deletePod(ctx, stager); err != nil {
+			return err
+		}
+		return r.deleteImporter(ctx, vd, nil)
+	}
+	patch := client.MergeFrom(vd.DeepCopy())
+	metav1.SetMetaDataAnnotation(&vd.ObjectMeta, AnnotationSourceSize, strconv.FormatInt(staged.UnpackedBytes, 10))
+	if err := r.client.Patch(ctx, vd, patch); err != nil {
+		return fmt.Errorf("record the upload's size: %w", err)
+	}
+	log.FromContext(ctx).Info("upload staged", "format", staged.Format, "unpackedSize", staged.UnpackedBytes)
+	return nil
+}
+
 // putImporterSecret creates the importer's Secret when src needs one, and returns it (nil when
 // not).
 func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.VirtualDisk, src *Source) (*corev1.Secret, error) {
@@ -419,6 +473,18 @@ func (r *Reconciler) putImporterSecret(ctx context.Context, vd *v1alpha2.Virtual
 // startImport creates the importer's Secret (when it needs one) and Pod. An image in DVCR is
 // read through a DVCR exporter, started first; the disk looks again until it serves.
 func (r *Reconciler) startImport(ctx context.Context, vd *v1alpha2.VirtualDisk, claim string, plan Plan) (ctrl.Result, error) {
+	if plan.Source.Upload && vd.Annotations[AnnotationSourceSize] != "" {
+		// Staged: the claim's importer reads the stager's export, with the upload's token.
+		stager, err := r.pod(ctx, vd.Namespace, InspectorName(vd))
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get stager pod: %w", err)
+		}
+		if stager == nil || !IsStager(stager) || importerresult.Done(stager) || stager.Status.PodIP == "" {
+			return ctrl.Result{}, r.setStatus(ctx, vd, FailedStatus(vd, contract.Result{Reason: contract.ReasonSourceNotFound,
+				Message: "the staged upload is gone before the disk's claim was filled from it: delete the disk and upload again"}, r.now()))
+		}
+		plan.Source = &Source{URL: StagedExportURL(stager), ExportToken: []byte(vd.Annotations[importerpod.AnnotationUploadToken])}
+	}
 	if plan.Source.DVCR {
 		exp, ok, err := r.cfg.DVCRExporter.Ensure(ctx, ExporterName(vd), importerpod.ExportFor{Labels: labels(vd), UIDLabel: LabelVDUID}, plan.Source.Image)
 		if failed := (*importerpod.FailedError)(nil); errors.As(err, &failed) {

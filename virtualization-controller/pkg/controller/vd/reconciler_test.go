@@ -370,6 +370,90 @@ func TestReconcileUpload(t *testing.T) {
 
 // A disk from a URL without a size: the inspector learns the source's unpacked size, which
 // becomes the disk's; then the import as usual. An ISO found by the inspector fails the disk.
+// TestReconcileStagedUpload: an upload to a disk without a size goes to a stager (the upload's
+// URLs point at it), whose staged size becomes the disk's; the claim's importer reads the
+// stager's export with the upload's token; then the stager, the Service and the Secret go.
+func TestReconcileStagedUpload(t *testing.T) {
+	w := newWorld(t, newDisk(uploadSource, ""))
+	w.reconcile() // finalizer
+	w.reconcile() // token
+	w.reconcile()
+	w.phase(v1alpha2.DiskPending)
+	w.event("Phase Pending: the uploader is starting")
+	stager := &corev1.Pod{}
+	if !w.get(InspectorName(w.vd), stager) || !IsStager(stager) || w.claim() != nil || w.pod() != nil || !w.get(UploaderName(w.vd), &corev1.Service{}) {
+		t.Fatalf("stager %v, claim %v, importer %v", stager.Name, w.claim(), w.pod())
+	}
+	stager.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.213.0.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	w.updateStatus(stager)
+	w.progress.p = importerprogress.Progress{}
+	w.reconcile()
+	if d := w.phase(v1alpha2.DiskWaitForUserUpload); d.Status.ImageUploadURLs == nil || d.Status.ImageUploadURLs.InCluster != "http://vd-upload-tiny.ns.svc/upload" {
+		t.Fatalf("upload URLs %+v", d.Status.ImageUploadURLs)
+	}
+	w.progress.p = importerprogress.Progress{ReadBytes: 1 << 20, Ratio: 0.5}
+	w.reconcile()
+	w.phase(v1alpha2.DiskProvisioning)
+	w.progress.p = importerprogress.Progress{ReadBytes: 2 << 20, Ratio: 1, Staged: &importerprogress.Staged{UnpackedBytes: 25 << 20, Format: "qcow2"}}
+	w.reconcile()
+	if got := w.disk().Annotations[AnnotationSourceSize]; got != "26214400" {
+		t.Fatalf("size %q", got)
+	}
+	w.reconcile()
+	pvc, pod := w.claim(), w.pod()
+	if pvc == nil || pod == nil || pvc.Annotations[AnnotationDiskSize] != "25Mi" {
+		t.Fatalf("claim %+v, importer %v", pvc, pod)
+	}
+	args := pod.Spec.Containers[0].Args
+	if !slices.Contains(args, "--source-url=http://10.213.0.9:8091/export") || !slices.Contains(args, "--source-token-file=/etc/importer/source/export-token") ||
+		!slices.Contains(args, "--capacity=26214400") || pod.Labels[labelUploader] != "" {
+		t.Fatalf("importer %q %v", args, pod.Labels)
+	}
+	if !w.get(InspectorName(w.vd), &corev1.Pod{}) {
+		t.Fatal("the stager goes before the claim holds the upload")
+	}
+	w.progress.p = importerprogress.Progress{ReadBytes: 1 << 20, Ratio: 0.5}
+	w.reconcile()
+	w.phase(v1alpha2.DiskProvisioning)
+	w.bind("30Mi")
+	w.end(contract.Result{Reason: contract.ReasonCompleted, Format: "raw", UnpackedSize: 25 << 20})
+	for range 3 {
+		w.reconcile()
+	}
+	w.phase(v1alpha2.DiskReady)
+	if w.pod() != nil || w.get(InspectorName(w.vd), &corev1.Pod{}) || w.get(UploaderName(w.vd), &corev1.Service{}) || w.get(ImporterName(w.vd), &corev1.Secret{}) {
+		t.Fatal("the importer, the stager, the Service or the Secret is left")
+	}
+
+	t.Run("an ISO", func(t *testing.T) {
+		w := newWorld(t, newDisk(uploadSource, ""))
+		for range 3 {
+			w.reconcile()
+		}
+		stager := &corev1.Pod{}
+		w.get(InspectorName(w.vd), stager)
+		stager.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.213.0.9"}
+		w.updateStatus(stager)
+		w.progress.p = importerprogress.Progress{Ratio: 1, Staged: &importerprogress.Staged{UnpackedBytes: 1 << 20, Format: "iso", CDROM: true}}
+		w.reconcile()
+		w.phase(v1alpha2.DiskFailed)
+		if w.get(InspectorName(w.vd), &corev1.Pod{}) || w.claim() != nil {
+			t.Fatal("the stager or a claim is left")
+		}
+	})
+	t.Run("the stager is gone before the claim's import", func(t *testing.T) {
+		d := newDisk(uploadSource, "")
+		d.Annotations = map[string]string{importerpod.AnnotationUploadToken: "t0ken", AnnotationSourceSize: "26214400"}
+		w := newWorld(t, d)
+		w.reconcile() // finalizer
+		w.reconcile()
+		d = w.phase(v1alpha2.DiskFailed)
+		if c := meta.FindStatusCondition(d.Status.Conditions, string(vdcondition.ReadyType)); c == nil || !strings.Contains(c.Message, "the staged upload is gone") {
+			t.Fatalf("Ready %+v", c)
+		}
+	})
+}
+
 func TestReconcileInspect(t *testing.T) {
 	w := newWorld(t, newDisk(httpSource, ""))
 	w.reconcile() // finalizer

@@ -45,8 +45,14 @@ const (
 	// It answers GET and HEAD of ExportPath bearing the token in FlagExportTokenFile (a file with
 	// Range; an image's stream from its start, Range ignored), and serves until it is stopped. No
 	// source or destination goes with it.
-	FlagExportFile      = "export-file"
-	FlagExportImage     = "export-image"
+	FlagExportFile  = "export-file"
+	FlagExportImage = "export-image"
+	// FlagThenExport keeps what an import wrote to FlagDestinationFile (a file in the Pod's
+	// scratch space) and then serves it as an exporter (FlagExportAddress, FlagExportTokenFile)
+	// until it is stopped, with the staged disk in MetricStagedBytes: an upload to a VirtualDisk
+	// without a size is staged so, and its claim, made of the size it turns out to have, is filled
+	// from the export.
+	FlagThenExport      = "then-export"
 	FlagExportAddress   = "export-address"
 	FlagExportTokenFile = "export-token-file"
 	ExportPath          = "/export"
@@ -98,6 +104,11 @@ const (
 	MetricExportedBytes = "d8_virtualization_exporter_sent_bytes_total"
 	// MetricAverageSpeedBytes is the download speed since the start, bytes per second.
 	MetricAverageSpeedBytes = "d8_virtualization_importer_average_speed_bytes_per_second"
+	// MetricStagedBytes is, once a FlagThenExport import is staged and served, the staged disk's
+	// unpacked size, labelled with LabelFormat (the source's) and LabelCDROM ("true" for an ISO).
+	MetricStagedBytes = "d8_virtualization_importer_staged_unpacked_bytes"
+	LabelFormat       = "format"
+	LabelCDROM        = "cdrom"
 )
 
 // Reason says how an import ended. Each has its own exit code (ExitCode).
