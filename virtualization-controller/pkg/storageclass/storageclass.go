@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // AnnotationVolumeMode on a StorageClass chooses the volume mode of the volumes made in it: Block,
@@ -108,4 +110,19 @@ func ClaimRequest(size int64) resource.Quantity {
 	const mib = 1 << 20
 	n := (size + mib - 1) / mib * mib
 	return *resource.NewQuantity(n, resource.BinarySI)
+}
+
+// Claim is the one builder of a claim of the class for a disk of size bytes, with meta.
+func (c Choice) Claim(meta metav1.ObjectMeta, size int64) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{c.AccessMode},
+			StorageClassName: ptr.To(c.Name),
+			VolumeMode:       ptr.To(c.VolumeMode),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: ClaimRequest(size),
+			}},
+		},
+	}
 }

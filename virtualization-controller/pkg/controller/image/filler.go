@@ -43,17 +43,7 @@ func (c PodConfig) ownedMeta(k Kind, img Image, name, what string) metav1.Object
 
 // Claim is the one builder of the claim that keeps img: size bytes (its unpacked size) in class.
 func (c PodConfig) Claim(k Kind, img Image, class storageclass.Choice, size int64) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: c.ownedMeta(k, img, ClaimName(k.Short(), img.Object), "image"),
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{class.AccessMode},
-			StorageClassName: ptr.To(class.Name),
-			VolumeMode:       ptr.To(class.VolumeMode),
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: storageclass.ClaimRequest(size),
-			}},
-		},
-	}
+	return class.Claim(c.ownedMeta(k, img, ClaimName(k.Short(), img.Object), "image"), size)
 }
 
 // FillerExporterName names the DVCR exporter of img's filler, in the module's namespace (so after

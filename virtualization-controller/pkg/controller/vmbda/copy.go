@@ -113,17 +113,7 @@ func ownedMeta(a *v1alpha2.VirtualMachineBlockDeviceAttachment, name, what strin
 
 // CopyClaim is the one builder of the claim a's copy goes to: size bytes in class.
 func CopyClaim(a *v1alpha2.VirtualMachineBlockDeviceAttachment, class storageclass.Choice, size int64) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: ownedMeta(a, CopyClaimName(a), "image-copy"),
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{class.AccessMode},
-			StorageClassName: ptr.To(class.Name),
-			VolumeMode:       ptr.To(class.VolumeMode),
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: storageclass.ClaimRequest(size),
-			}},
-		},
-	}
+	return class.Claim(ownedMeta(a, CopyClaimName(a), "image-copy"), size)
 }
 
 // FillerPod is a's filler: copying from the exporter at url onto claim, on node.
