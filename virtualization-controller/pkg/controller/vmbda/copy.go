@@ -61,7 +61,14 @@ type CopyState struct {
 	Filled bool
 	// Failed is why the copy failed, "" when it did not.
 	Failed string
+	// Node is where the claim's volume was bound for its first consumer (the scheduler's
+	// annotation of a WaitForFirstConsumer claim), "" when anywhere.
+	Node string
 }
+
+// AnnotationSelectedNode is the scheduler's annotation of a WaitForFirstConsumer claim: the node
+// its volume is made on.
+const AnnotationSelectedNode = "volume.kubernetes.io/selected-node"
 
 // CopyClaimName is the claim an attachment's copy goes to.
 func CopyClaimName(a *v1alpha2.VirtualMachineBlockDeviceAttachment) string {
@@ -78,13 +85,20 @@ func ExporterName(a *v1alpha2.VirtualMachineBlockDeviceAttachment) string {
 	return kubename.Join("vmbda-export", string(a.UID))
 }
 
-// CopyStateOf reads the state from the copy's claim (nil: none yet).
+// CopyStateOf reads the state from the copy's claim (nil: none yet; one being deleted is none).
 func CopyStateOf(claim *corev1.PersistentVolumeClaim) CopyState {
-	if claim == nil {
+	if claim == nil || claim.DeletionTimestamp != nil {
 		return CopyState{}
 	}
 	_, filled := claim.Annotations[AnnotationCopied]
-	return CopyState{Filled: filled, Failed: claim.Annotations[AnnotationCopyFailed]}
+	return CopyState{Filled: filled, Failed: claim.Annotations[AnnotationCopyFailed], Node: claim.Annotations[AnnotationSelectedNode]}
+}
+
+// elsewhere: the claim's volume is bound to another node than node, where the VM now runs (it
+// restarted elsewhere): a copy there is made anew.
+func elsewhere(claim *corev1.PersistentVolumeClaim, node string) bool {
+	n := claim.Annotations[AnnotationSelectedNode]
+	return n != "" && n != node
 }
 
 // Copier carries out the copies.
@@ -144,7 +158,19 @@ func (c Copier) Step(ctx context.Context, a *v1alpha2.VirtualMachineBlockDeviceA
 	if err != nil {
 		return false, err
 	}
-	if claim == nil {
+	switch {
+	case claim != nil && claim.DeletionTimestamp != nil:
+		return true, nil // a copy on another node goes first
+	case claim != nil && elsewhere(claim, req.Node):
+		if err := c.Cleanup(ctx, a); err != nil {
+			return false, err
+		}
+		if err := c.Client.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete the copy on node %s: %w", claim.Annotations[AnnotationSelectedNode], err)
+		}
+		log.FromContext(ctx).Info("copy claim on another node deleted", "claim", claim.Name, "node", req.Node)
+		return true, nil
+	case claim == nil:
 		var classes storagev1.StorageClassList
 		if err := c.Client.List(ctx, &classes); err != nil {
 			return false, fmt.Errorf("list storage classes: %w", err)

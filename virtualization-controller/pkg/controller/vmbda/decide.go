@@ -166,7 +166,8 @@ func Decide(in Inputs) Decision {
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached),
 			fmt.Sprintf("the copy of %s %s for the hot-plug failed: %s", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, in.Copy.Failed))
 		return d
-	case !hp.inSpec && dev.Copy != nil && !in.Copy.Filled:
+	case !hp.inSpec && dev.Copy != nil && (!in.Copy.Filled || (in.Copy.Node != "" && in.Copy.Node != in.VMI.Status.NodeName)):
+		// Not copied yet, or copied onto a volume of another node (the VM restarted elsewhere).
 		d.Action = ActionCopy
 		node := in.VMI.Status.NodeName
 		d.Copy = &CopyRequest{Image: dev.Copy.Image, Size: dev.Copy.Size, Node: node}

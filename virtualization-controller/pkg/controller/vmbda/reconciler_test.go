@@ -309,3 +309,29 @@ func TestReconcileCopyFails(t *testing.T) {
 		t.Errorf("events:\n%s", ev)
 	}
 }
+
+// TestReconcileCopyOnAnotherNode: a copy whose volume was bound on another node than the VM's
+// now (the VM restarted elsewhere) is deleted and made again there.
+func TestReconcileCopyOnAnotherNode(t *testing.T) {
+	a := clusterImageAttachment()
+	old := CopyClaim(a, storageclass.Choice{Name: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce}, 1<<20)
+	old.Annotations = map[string]string{AnnotationCopied: "true", AnnotationSelectedNode: "node1"}
+	old.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	w := newWorld(t, a, runningVM(), vmiOn("node2"), clusterImage(), defaultClass, old)
+	if res := w.reconcile("a"); res.RequeueAfter == 0 {
+		t.Fatalf("no look again while the old copy goes: %+v", res)
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	if !w.object("ns", CopyClaimName(a), claim) || claim.DeletionTimestamp == nil || len(w.core.adds) != 0 {
+		t.Fatalf("the copy on node1: %+v, addvolume %v", claim.ObjectMeta, w.core.adds)
+	}
+	w.reconcile("a") // it is still going
+	claim.Finalizers = nil
+	if err := w.c.Update(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile("a")
+	if !w.object("ns", CopyClaimName(a), claim) || claim.DeletionTimestamp != nil || CopyStateOf(claim).Filled {
+		t.Fatalf("a new copy claim %+v", claim.ObjectMeta)
+	}
+}
