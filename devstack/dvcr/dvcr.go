@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
+	"github.com/d8virt/virtualization-controller/pkg/htpasswd"
 )
 
 // Binary is distribution v3's registry, found on PATH (hack/build-k8s.sh builds it into the
@@ -89,12 +89,13 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 		{"push", d.PushAddr, d.MetricsAddr, d.Pusher, false},
 		{"pull", d.PullAddr, net.JoinHostPort("127.0.0.1", ports[3]), d.Puller, true},
 	} {
-		hash, err := bcrypt.GenerateFromPassword([]byte(inst.user.Password), bcrypt.DefaultCost)
+		// The chart's DVCR writes its htpasswd files with the same function (dvcr-htpasswd).
+		line, err := htpasswd.Line(inst.user.Username, inst.user.Password)
 		if err != nil {
 			return nil, fmt.Errorf("dvcr: %w", err)
 		}
-		htpasswd := filepath.Join(o.Dir, inst.name+".htpasswd")
-		if err := os.WriteFile(htpasswd, []byte(inst.user.Username+":"+string(hash)+"\n"), 0o600); err != nil {
+		htpasswdFile := filepath.Join(o.Dir, inst.name+".htpasswd")
+		if err := os.WriteFile(htpasswdFile, []byte(line+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("dvcr: %w", err)
 		}
 		config := filepath.Join(o.Dir, inst.name+".yaml")
@@ -103,7 +104,7 @@ func Start(ctx context.Context, o Options) (*DVCR, error) {
 		}
 		if err := os.WriteFile(config, Config(ConfigOptions{
 			Addr: inst.addr, DebugAddr: inst.debug, Storage: d.Storage, ReadOnly: inst.readonly, HTTPSecret: secret,
-			Htpasswd: htpasswd, Cert: filepath.Join(o.Dir, "tls.crt"), Key: filepath.Join(o.Dir, "tls.key"),
+			Htpasswd: htpasswdFile, Cert: filepath.Join(o.Dir, "tls.crt"), Key: filepath.Join(o.Dir, "tls.key"),
 		}), 0o600); err != nil {
 			return nil, fmt.Errorf("dvcr: %w", err)
 		}

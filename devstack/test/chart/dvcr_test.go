@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"maps"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/d8virt/devstack/dvcr"
+	"github.com/d8virt/virtualization-controller/pkg/htpasswd"
 	"github.com/d8virt/devstack/testenv"
 )
 
@@ -91,9 +93,10 @@ func TestDVCR(t *testing.T) {
 				if cfg.Storage.Maintenance.ReadOnly.Enabled != inst.readonly || cfg.HTTP.TLS.Certificate == "" || cfg.Auth.Htpasswd.Path != "/etc/dvcr/htpasswd/htpasswd" {
 					t.Errorf("%s: %+v", inst.config, cfg)
 				}
-				// The instance mounts exactly its user's htpasswd; the pull instance reads the storage only.
+				// The instance mounts exactly its user's htpasswd (written by the htpasswd init
+				// container); the pull instance reads the storage only.
 				for _, m := range c.VolumeMounts {
-					if m.MountPath == "/etc/dvcr/htpasswd" && m.Name != inst.user {
+					if m.MountPath == "/etc/dvcr/htpasswd" && m.Name != inst.user+"-htpasswd" {
 						t.Errorf("%s mounts the htpasswd of %s", inst.container, m.Name)
 					}
 					if m.Name == "storage" && m.ReadOnly != inst.readonly {
@@ -101,12 +104,40 @@ func TestDVCR(t *testing.T) {
 					}
 				}
 			}
-			// The garbage collection runs before the registries, over the push instance's
-			// configuration and the storage, writable: the command devstack/dvcr runs.
-			if len(spec.InitContainers) != 1 {
+			// The htpasswd files are written from the users' .dockerconfigjson (dvcr-htpasswd,
+			// pkg/htpasswd), and the garbage collection runs before the registries, over the push
+			// instance's configuration and the storage, writable: the command devstack/dvcr runs.
+			if len(spec.InitContainers) != 2 {
 				t.Fatalf("init containers %+v", spec.InitContainers)
 			}
-			gc := spec.InitContainers[0]
+			hp := spec.InitContainers[0]
+			want := []string{"dvcr-htpasswd", "/etc/dvcr/users/dvcr-pusher/.dockerconfigjson", "/run/dvcr/dvcr-pusher/htpasswd",
+				"/etc/dvcr/users/dvcr-puller/.dockerconfigjson", "/run/dvcr/dvcr-puller/htpasswd"}
+			if hp.Name != "htpasswd" || hp.Image != tc.image || !slices.Equal(hp.Command, want) {
+				t.Errorf("init container %s: image %s, command %v, want %v", hp.Name, hp.Image, hp.Command, want)
+			}
+			volumes := map[string]corev1.Volume{}
+			for _, v := range spec.Volumes {
+				volumes[v.Name] = v
+			}
+			for _, user := range []string{"dvcr-pusher", "dvcr-puller"} {
+				if v := volumes[user]; v.Secret == nil || v.Secret.SecretName != user || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != corev1.DockerConfigJsonKey {
+					t.Errorf("volume %s %+v: only the user's .dockerconfigjson", user, v.VolumeSource)
+				}
+				if v := volumes[user+"-htpasswd"]; v.EmptyDir == nil {
+					t.Errorf("volume %s-htpasswd %+v: an emptyDir", user, v.VolumeSource)
+				}
+				ok := 0
+				for _, m := range hp.VolumeMounts {
+					if (m.Name == user && m.MountPath == "/etc/dvcr/users/"+user) || (m.Name == user+"-htpasswd" && m.MountPath == "/run/dvcr/"+user && !m.ReadOnly) {
+						ok++
+					}
+				}
+				if ok != 2 {
+					t.Errorf("the htpasswd init container's mounts of %s: %+v", user, hp.VolumeMounts)
+				}
+			}
+			gc := spec.InitContainers[1]
 			if want := []string{"sh", "-c", dvcr.GarbageCollectScript("/var/lib/registry", "/etc/dvcr/config/push.yaml")}; gc.Name != "gc" || gc.Image != tc.image || !slices.Equal(gc.Command, want) {
 				t.Errorf("init container %s: image %s, command %v, want %v", gc.Name, gc.Image, gc.Command, want)
 			}
@@ -154,7 +185,8 @@ func claimOf(t *testing.T, v corev1.Volume, objs []*unstructured.Unstructured) *
 	return into[corev1.PersistentVolumeClaim](t, find(t, objs, "PersistentVolumeClaim", v.PersistentVolumeClaim.ClaimName))
 }
 
-// checkCredentials: a .dockerconfigjson for host whose password the htpasswd line accepts.
+// checkCredentials: a .dockerconfigjson for host, and nothing else, whose password the htpasswd
+// file DVCR's pod writes from it (pkg/htpasswd) accepts.
 func checkCredentials(t *testing.T, s *corev1.Secret, user, host string) {
 	t.Helper()
 	if s.Type != corev1.SecretTypeDockerConfigJson {
@@ -170,9 +202,16 @@ func checkCredentials(t *testing.T, s *corev1.Secret, user, host string) {
 	if !ok || a.Username != user || len(a.Password) < 32 || a.Auth != base64.StdEncoding.EncodeToString([]byte(user+":"+a.Password)) {
 		t.Fatalf("%s: auths %+v, want %s for %s", s.Name, config.Auths, user, host)
 	}
-	name, hash, _ := strings.Cut(strings.TrimSpace(string(s.Data["htpasswd"])), ":")
+	if len(s.Data) != 1 {
+		t.Errorf("%s: keys %v, want only %s", s.Name, slices.Collect(maps.Keys(s.Data)), corev1.DockerConfigJsonKey)
+	}
+	file, err := htpasswd.FromDockerConfig(s.Data[corev1.DockerConfigJsonKey])
+	if err != nil {
+		t.Fatalf("%s: %v", s.Name, err)
+	}
+	name, hash, _ := strings.Cut(strings.TrimSpace(string(file)), ":")
 	if name != user || bcrypt.CompareHashAndPassword([]byte(hash), []byte(a.Password)) != nil {
-		t.Errorf("%s: htpasswd %q does not accept the password of .dockerconfigjson", s.Name, s.Data["htpasswd"])
+		t.Errorf("%s: htpasswd %q does not accept the password of .dockerconfigjson", s.Name, file)
 	}
 }
 
@@ -214,7 +253,7 @@ func TestDVCRCredentialsKeptAcrossUpgrades(t *testing.T) {
 	}
 	again := renderSecrets()
 	for _, name := range []string{"dvcr-pusher", "dvcr-puller"} {
-		for _, key := range []string{".dockerconfigjson", "htpasswd"} {
+		for _, key := range []string{".dockerconfigjson"} {
 			if !bytes.Equal(again[name].Data[key], first[name].Data[key]) {
 				t.Errorf("%s %s changed on upgrade", name, key)
 			}
