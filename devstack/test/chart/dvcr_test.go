@@ -1,10 +1,10 @@
 package chart
 
 import (
-	"maps"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/d8virt/devstack/dvcr"
-	"github.com/d8virt/virtualization-controller/pkg/htpasswd"
 	"github.com/d8virt/devstack/testenv"
+	"github.com/d8virt/virtualization-controller/pkg/htpasswd"
 )
 
 // DVCR: one pod with a push and a read-only pull instance of the registry, each taking only its
