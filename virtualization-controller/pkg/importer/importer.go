@@ -17,6 +17,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importer/convert"
+	"github.com/d8virt/virtualization-controller/pkg/importer/qcow2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/destination"
 	"github.com/d8virt/virtualization-controller/pkg/importer/detect"
 	"github.com/d8virt/virtualization-controller/pkg/importer/progress"
@@ -252,19 +253,27 @@ func (im *Import) staged(ctx context.Context, disk, whole io.Reader, format stri
 	if im.File != nil {
 		return im.convertToFile(ctx, staged, format, virtual, res)
 	}
-	stored := staged
-	if p.convertTo != "" {
-		stored = dir + "/disk." + p.convertTo
-		if err := im.QemuImg.Convert(ctx, staged, format, stored, p.convertTo, false); err != nil {
+	var stored destination.Disk
+	switch {
+	case p.convertTo == contract.FormatQcow2 && format == contract.FormatRaw:
+		// The qcow2 image of the sparse staged disk goes into the push as it is generated.
+		if stored, err = qcow2.Open(staged); err != nil {
+			return contract.Errorf(contract.ReasonDestinationFailed, "%w", err)
+		}
+	case p.convertTo != "":
+		converted := dir + "/disk." + p.convertTo
+		if err := im.QemuImg.Convert(ctx, staged, format, converted, p.convertTo, false); err != nil {
 			return contract.Errorf(contract.ReasonNotDiskImage, "%w", err)
 		}
 		im.Log.Info("converted", "to", p.convertTo, "seconds", im.since(start))
+		staged = converted
+		fallthrough
+	default:
+		if stored, err = destination.NewFileDisk(staged); err != nil {
+			return err
+		}
 	}
-	st, err := os.Stat(stored)
-	if err != nil {
-		return fmt.Errorf("the converted disk: %w", err)
-	}
-	res.StoredSize = st.Size()
+	res.StoredSize = stored.Size()
 	if res.Digest, err = im.Registry.Push(ctx, stored, p.diskName); err != nil {
 		return err
 	}

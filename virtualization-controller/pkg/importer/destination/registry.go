@@ -32,7 +32,44 @@ type Registry struct {
 // diskOwner is the qemu user KubeVirt's containerDisk files belong to.
 const diskOwner = 107
 
-// Push uploads file as the image's one layer, holding disk/<diskName>, then its config, then
+// Disk is what an image's disk file holds: its size, and its bytes from the start (read again
+// when a push starts over).
+type Disk interface {
+	Size() int64
+	Open() (io.ReadCloser, error)
+}
+
+// FileDisk is a disk file as it is.
+type FileDisk struct {
+	Path string
+	size int64
+}
+
+// NewFileDisk is the disk file at path.
+func NewFileDisk(path string) (FileDisk, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return FileDisk{}, fmt.Errorf("the staged disk: %w", err)
+	}
+	return FileDisk{Path: path, size: st.Size()}, nil
+}
+
+// Size is the file's size.
+func (f FileDisk) Size() int64 { return f.size }
+
+// Open reads the file (its size when it was looked at).
+func (f FileDisk) Open() (io.ReadCloser, error) {
+	src, err := os.Open(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("the staged disk: %w", err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(src, f.size), src}, nil
+}
+
+// Push uploads disk as the image's one layer, holding disk/<diskName>, then its config, then
 // tags it with the manifest: the tag exists only once everything is uploaded. It returns the
 // manifest digest. The layer is read once: it is hashed as it is uploaded (the digest goes with
 // the upload's last request), not before; a push takes six authenticated requests (pusher).
@@ -40,12 +77,12 @@ const diskOwner = 107
 // The layer is an uncompressed tar: disks are mostly incompressible or already sparse (qcow2),
 // and gzip (even gzip's stored blocks through go-containerregistry's streaming layer, which
 // hashes twice) cost several times the import itself (docs/importer.md).
-func (g *Registry) Push(ctx context.Context, file, diskName string) (string, error) {
+func (g *Registry) Push(ctx context.Context, disk Disk, diskName string) (string, error) {
 	ref, err := name.ParseReference(g.Image)
 	if err != nil {
 		return "", contract.Errorf(contract.ReasonInvalidArguments, "destination image %q: %w", g.Image, err)
 	}
-	layer, err := newDiskLayer(file, diskName)
+	layer, err := newDiskLayer(disk, diskName)
 	if err != nil {
 		return "", err
 	}
@@ -97,11 +134,11 @@ func (g *Registry) Push(ctx context.Context, file, diskName string) (string, err
 	return d.String(), nil
 }
 
-// diskLayer is an uncompressed layer of disk/ and disk/<name>, read from a file; its digest is
-// known once it is uploaded.
+// diskLayer is an uncompressed layer of disk/ and disk/<name>; its digest is known once it is
+// uploaded.
 type diskLayer struct {
-	file    string
-	size    int64  // of the file
+	disk    Disk
+	size    int64  // of the disk file
 	header  []byte // the tar headers of disk/ and disk/<name>
 	digest  v1.Hash
 	tarSize int64
@@ -110,25 +147,21 @@ type diskLayer struct {
 // tarTrailer is what ends a tar: two zero blocks.
 const tarBlock, tarTrailer = 512, 2 * 512
 
-func newDiskLayer(file, name string) (*diskLayer, error) {
-	st, err := os.Stat(file)
-	if err != nil {
-		return nil, fmt.Errorf("the staged disk: %w", err)
-	}
+func newDiskLayer(disk Disk, name string) (*diskLayer, error) {
+	size := disk.Size()
 	var h bytes.Buffer
 	tw := tar.NewWriter(&h)
 	epoch := time.Unix(0, 0)
 	for _, hdr := range []*tar.Header{
 		{Typeflag: tar.TypeDir, Name: contract.DiskDir, Mode: 0o555, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
-		{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, name), Size: st.Size(), Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
+		{Typeflag: tar.TypeReg, Name: path.Join(contract.DiskDir, name), Size: size, Mode: 0o440, Uid: diskOwner, Gid: diskOwner, ModTime: epoch},
 	} {
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, fmt.Errorf("the layer's tar header: %w", err)
 		}
 	}
 	// WriteHeader has written each header block; the file's data follows in Uncompressed.
-	size := st.Size()
-	return &diskLayer{file: file, size: size, header: h.Bytes(),
+	return &diskLayer{disk: disk, size: size, header: h.Bytes(),
 		tarSize: int64(h.Len()) + size + padding(size) + tarTrailer}, nil
 }
 
@@ -143,9 +176,9 @@ func (l *diskLayer) Compressed() (io.ReadCloser, error)  { return l.Uncompressed
 
 // Uncompressed reads the tar: the headers, the file, its padding to a block and the trailer.
 func (l *diskLayer) Uncompressed() (io.ReadCloser, error) {
-	src, err := os.Open(l.file)
+	src, err := l.disk.Open()
 	if err != nil {
-		return nil, fmt.Errorf("the staged disk: %w", err)
+		return nil, err
 	}
 	r := io.MultiReader(bytes.NewReader(l.header), io.LimitReader(src, l.size), bytes.NewReader(make([]byte, padding(l.size)+tarTrailer)))
 	return struct {

@@ -61,7 +61,11 @@ func pushTo(t *testing.T, h http.Handler, image string, data []byte) (*Registry,
 	}
 	g := &Registry{Image: strings.TrimPrefix(srv.URL, "http://") + "/" + image, Keychain: authn.NewMultiKeychain(),
 		Transport: http.DefaultTransport, Backoff: Backoff{Duration: time.Millisecond, Factor: 2, Steps: 3}}
-	digest, err := g.Push(context.Background(), file, "disk.qcow2")
+	disk, err := NewFileDisk(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := g.Push(context.Background(), disk, "disk.qcow2")
 	return g, digest, err
 }
 
