@@ -17,10 +17,10 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/importer/checksum"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importer/convert"
-	"github.com/d8virt/virtualization-controller/pkg/importer/qcow2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/destination"
 	"github.com/d8virt/virtualization-controller/pkg/importer/detect"
 	"github.com/d8virt/virtualization-controller/pkg/importer/progress"
+	"github.com/d8virt/virtualization-controller/pkg/importer/qcow2"
 	"github.com/d8virt/virtualization-controller/pkg/importer/source"
 	"github.com/d8virt/virtualization-controller/pkg/importer/unpack"
 )

@@ -2,8 +2,8 @@ package qcow2
 
 import (
 	"bytes"
-	"encoding/binary"
 	"crypto/rand"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
