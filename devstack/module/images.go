@@ -10,5 +10,7 @@ var ImagePackages = []string{
 	// containerDisk containers.
 	"./kubevirt-core/cmd/container-disk",
 	"./virtualization-controller/cmd/virtualization-controller", "./virtualization-controller/cmd/importer",
+	// The DVCR image's own program beside distribution's registry: its htpasswd init container.
+	"./virtualization-controller/cmd/dvcr-htpasswd",
 	"./virtualization-api/cmd/virtualization-api",
 }
