@@ -190,7 +190,7 @@ func run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	copier := vmbda.Copier{Client: mgr.GetClient(), Exporter: exporter, Image: o.ImporterImage, Log: o.Log}
+	copier := vmbda.Copier{Client: mgr.GetClient(), Exporter: exporter, Progress: scraper, Image: o.ImporterImage, Log: o.Log}
 	attachments := vmbda.NewReconciler(mgr.GetClient(), hotplug, copier, clock.RealClock{}, mgr.GetEventRecorder(vmbda.EventSource))
 	if err := attachments.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("virtualmachineblockdeviceattachment controller: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/controller/vd"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 	"github.com/d8virt/virtualization-controller/pkg/kubeget"
 	"github.com/d8virt/virtualization-controller/pkg/kubename"
@@ -64,6 +65,8 @@ type CopyState struct {
 	// Node is where the claim's volume was bound for its first consumer (the scheduler's
 	// annotation of a WaitForFirstConsumer claim), "" when anywhere.
 	Node string
+	// Progress is the running filler's, nil when there is none or it cannot be read.
+	Progress *importerprogress.Progress
 }
 
 // AnnotationSelectedNode is the scheduler's annotation of a WaitForFirstConsumer claim: the node
@@ -106,6 +109,8 @@ type Copier struct {
 	// Client writes, and reads what the cache holds (the managed claims and Pods).
 	Client   client.Client
 	Exporter importerpod.DVCRExporter
+	// Progress reads a running filler's progress.
+	Progress importerpod.Scraper
 	// Image is the importer's image; Log how it logs.
 	Image string
 	Log   logopts.Options
@@ -141,13 +146,24 @@ func (c Copier) FillerPod(a *v1alpha2.VirtualMachineBlockDeviceAttachment, url s
 	return pod
 }
 
-// State reads a's copy state.
+// State reads a's copy state, with its running filler's progress.
 func (c Copier) State(ctx context.Context, a *v1alpha2.VirtualMachineBlockDeviceAttachment) (CopyState, error) {
 	claim, err := kubeget.Optional(ctx, c.Client, types.NamespacedName{Namespace: a.Namespace, Name: CopyClaimName(a)}, &corev1.PersistentVolumeClaim{})
 	if err != nil {
 		return CopyState{}, err
 	}
-	return CopyStateOf(claim), nil
+	st := CopyStateOf(claim)
+	if claim == nil || st.Filled || st.Failed != "" {
+		return st, nil
+	}
+	filler, err := kubeget.Optional(ctx, c.Client, types.NamespacedName{Namespace: a.Namespace, Name: FillerName(a)}, &corev1.Pod{})
+	if err != nil {
+		return st, err
+	}
+	if filler != nil && !importerresult.Done(filler) {
+		st.Progress = importerpod.ReadProgress(ctx, c.Progress, filler)
+	}
+	return st, nil
 }
 
 // Step takes the next step of a's copy, one a call: the claim, the exporter (until it serves),

@@ -14,6 +14,7 @@ import (
 	v1alpha2 "github.com/d8virt/api/core/v1alpha2"
 	"github.com/d8virt/api/core/v1alpha2/vmbdacondition"
 	"github.com/d8virt/virtualization-controller/pkg/controller/vm"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 )
 
 // Finalizer keeps an attachment until its disk is unplugged from the guest.
@@ -173,7 +174,7 @@ func Decide(in Inputs) Decision {
 		d.Copy = &CopyRequest{Image: dev.Copy.Image, Size: dev.Copy.Size, Node: node}
 		d.Status.Phase = v1alpha2.BlockDeviceAttachmentPhaseInProgress
 		set(vmbdacondition.TypeAttached, false, string(vmbdacondition.ReasonNotAttached),
-			fmt.Sprintf("%s %s is being copied from DVCR onto a claim on node %s, then it is plugged in", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, node))
+			fmt.Sprintf("%s %s is being copied from DVCR onto a claim on node %s%s, then it is plugged in", a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, node, copyProgress(in.Copy.Progress)))
 		return d
 	case !hp.inSpec:
 		claim := dev.ClaimName
@@ -203,6 +204,18 @@ func Decide(in Inputs) Decision {
 	}
 	set(vmbdacondition.TypeAttached, false, string(reason), msg)
 	return d
+}
+
+// copyProgress is how far a running copy is, as the condition tells it (" (45.2% at 12.0Mi/s)"),
+// "" when unknown.
+func copyProgress(p *importerprogress.Progress) string {
+	if p == nil {
+		return ""
+	}
+	if pct, ok := p.Percent(); ok {
+		return fmt.Sprintf(" (%s at %s)", pct, p.Speed().Current)
+	}
+	return ""
 }
 
 // AddVolumeOptions is the addvolume body for a disk (or an image on a claim, readOnly; an ISO

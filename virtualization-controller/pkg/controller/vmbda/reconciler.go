@@ -41,6 +41,9 @@ const EventSource = "vmbda-controller"
 // again (the VMI's changes wake it sooner).
 const waitInterval = 5 * time.Second
 
+// copyProgressInterval is how often a running copy's progress is read into the status.
+const copyProgressInterval = 3 * time.Second
+
 // Hotplug is virtualization-api's addvolume and removevolume (subresources.Client).
 type Hotplug interface {
 	AddVolume(ctx context.Context, namespace, name string, opts *kubevirtv1.AddVolumeOptions) error
@@ -163,6 +166,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if wait {
 			return ctrl.Result{RequeueAfter: time.Second}, r.setStatus(ctx, a, d.Status)
 		}
+		// The filler's progress is read again after a while (its Pod's events wake it sooner).
+		return ctrl.Result{RequeueAfter: copyProgressInterval}, r.setStatus(ctx, a, d.Status)
 	}
 	if err := r.setStatus(ctx, a, d.Status); err != nil {
 		return ctrl.Result{}, err

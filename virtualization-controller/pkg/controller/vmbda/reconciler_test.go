@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -21,6 +22,7 @@ import (
 	"github.com/d8virt/virtualization-controller/pkg/fakeclient"
 	"github.com/d8virt/virtualization-controller/pkg/importer/contract"
 	"github.com/d8virt/virtualization-controller/pkg/importerpod"
+	"github.com/d8virt/virtualization-controller/pkg/importerprogress"
 	"github.com/d8virt/virtualization-controller/pkg/importerresult"
 	"github.com/d8virt/virtualization-controller/pkg/storageclass"
 )
@@ -72,7 +74,7 @@ func newWorld(t *testing.T, objs ...client.Object) *world {
 		WithStatusSubresource(&v1alpha2.VirtualMachineBlockDeviceAttachment{}, &v1alpha2.ClusterVirtualImage{}, &corev1.Pod{}).Build()
 	core := &fakeCore{c: c}
 	rec := events.NewFakeRecorder(50)
-	copier := Copier{Client: c, Image: "importer:1", Exporter: importerpod.DVCRExporter{Namespace: "d8-virtualization", Image: "importer:1",
+	copier := Copier{Client: c, Image: "importer:1", Progress: halfway{}, Exporter: importerpod.DVCRExporter{Namespace: "d8-virtualization", Image: "importer:1",
 		PullerSecret: "dvcr-puller", TLSSecret: "dvcr-tls", Client: c, Reader: c, NewToken: func() (string, error) { return "exp0rt", nil }}}
 	return &world{t: t, c: c, core: core, r: NewReconciler(c, core, copier, clocktesting.NewFakeClock(now.Time), rec), recorder: rec}
 }
@@ -183,6 +185,13 @@ func TestReconcileConflict(t *testing.T) {
 	}
 }
 
+// halfway is a filler's progress: half of it, at 1 MiB/s.
+type halfway struct{}
+
+func (halfway) Scrape(context.Context, string) (importerprogress.Progress, error) {
+	return importerprogress.Progress{Ratio: 0.5, SpeedBytes: 1 << 20}, nil
+}
+
 // defaultClass is the cluster's default StorageClass.
 var defaultClass = &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "local",
 	Annotations: map[string]string{storageclass.AnnotationDefault: "true"}}, Provisioner: "local"}
@@ -273,6 +282,15 @@ func TestReconcileCopiesAClusterImage(t *testing.T) {
 	}
 	if len(w.core.adds) != 0 {
 		t.Fatalf("plugged in before the copy: %v", w.core.adds)
+	}
+	// While the filler runs, its progress is in the Attached condition.
+	w.setPodStatus("ns", FillerName(a), corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"})
+	if res := w.reconcile("a"); res.RequeueAfter == 0 {
+		t.Fatalf("no look again while the copy runs: %+v", res)
+	}
+	w.object("ns", "a", got)
+	if c := meta.FindStatusCondition(got.Status.Conditions, "Attached"); c == nil || !strings.Contains(c.Message, "on node node1 (50.0% at 1.0Mi/s), then it is plugged in") {
+		t.Fatalf("Attached while copying %+v", c)
 	}
 	w.setPodStatus("ns", FillerName(a), ended(contract.Result{Reason: contract.ReasonCompleted}))
 	w.settle("a")
