@@ -9,6 +9,7 @@ package vm
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -46,11 +47,41 @@ type Reconciler struct {
 	apiReader client.Reader
 	clock     clock.PassiveClock
 	recorder  events.EventRecorder
+	written   *writtenStatuses
 }
 
 // NewReconciler wires a Reconciler.
 func NewReconciler(c client.Client, apiReader client.Reader, clk clock.PassiveClock, recorder events.EventRecorder) *Reconciler {
-	return &Reconciler{client: c, apiReader: apiReader, clock: clk, recorder: recorder}
+	return &Reconciler{client: c, apiReader: apiReader, clock: clk, recorder: recorder, written: &writtenStatuses{m: map[types.UID]v1alpha2.VirtualMachineStatus{}}}
+}
+
+// writtenStatuses are the statuses the controller last wrote, by VM. The controller is the one
+// writer of a VM's status, so the last one it wrote is the apiserver's, even while the cache has
+// not seen it yet: a status is computed from it and written as a patch of it, without a
+// resourceVersion that a stale cache would make conflict (a start reconciles a VM many times in
+// a few seconds, each VMI phase and the address bringing one).
+type writtenStatuses struct {
+	mu sync.Mutex
+	m  map[types.UID]v1alpha2.VirtualMachineStatus
+}
+
+func (w *writtenStatuses) get(uid types.UID) (v1alpha2.VirtualMachineStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, ok := w.m[uid]
+	return s, ok
+}
+
+func (w *writtenStatuses) set(uid types.UID, s v1alpha2.VirtualMachineStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[uid] = s
+}
+
+func (w *writtenStatuses) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, uid)
 }
 
 // SetupWithManager watches VMs, the internal VMs they own, the internal VMIs (same name), and
@@ -341,15 +372,22 @@ func (r *Reconciler) power(ctx context.Context, in *StatusInputs) error {
 }
 
 func (r *Reconciler) writeStatus(ctx context.Context, in *StatusInputs) error {
+	if last, ok := r.written.get(in.VM.UID); ok {
+		in.VM.Status = *last.DeepCopy()
+	}
 	old := in.VM.Status.DeepCopy()
 	st := Status(in)
 	if equality.Semantic.DeepEqual(*old, st) {
 		return nil
 	}
+	patch := client.MergeFrom(in.VM.DeepCopy())
 	in.VM.Status = st
-	if err := r.client.Status().Update(ctx, in.VM); err != nil {
+	if err := r.client.Status().Patch(ctx, in.VM, patch); err != nil {
+		// Not known to be written: the next status is computed from the cache's again.
+		r.written.forget(in.VM.UID)
 		return fmt.Errorf("update the status: %w", err)
 	}
+	r.written.set(in.VM.UID, *st.DeepCopy())
 	for _, e := range Transitions(old, &st) {
 		r.event(in.VM, e)
 	}
@@ -388,6 +426,7 @@ func (r *Reconciler) cleanup(ctx context.Context, vm *v1alpha2.VirtualMachine, i
 	if err := r.client.Update(ctx, vm); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove the finalizer: %w", err)
 	}
+	r.written.forget(vm.UID)
 	return nil
 }
 
