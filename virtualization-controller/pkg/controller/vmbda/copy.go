@@ -245,6 +245,18 @@ func (c Copier) Step(ctx context.Context, a *v1alpha2.VirtualMachineBlockDeviceA
 	return false, nil
 }
 
+// Leftover: a's filler or exporter is still there (the cache says), after a copy whose end was
+// recorded but whose cleanup failed.
+func (c Copier) Leftover(ctx context.Context, a *v1alpha2.VirtualMachineBlockDeviceAttachment) (bool, error) {
+	for _, key := range []types.NamespacedName{{Namespace: a.Namespace, Name: FillerName(a)}, {Namespace: c.Exporter.Namespace, Name: ExporterName(a)}} {
+		pod, err := kubeget.Optional(ctx, c.Client, key, &corev1.Pod{})
+		if err != nil || pod != nil {
+			return pod != nil, err
+		}
+	}
+	return false, nil
+}
+
 // Cleanup deletes a's filler, its Secret and its exporter, if they are there (the claim stays,
 // owned by a).
 func (c Copier) Cleanup(ctx context.Context, a *v1alpha2.VirtualMachineBlockDeviceAttachment) error {

@@ -141,6 +141,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	case ActionAttach:
+		if a.Spec.BlockDeviceRef.Kind != v1alpha2.VMBDAObjectRefKindVirtualDisk {
+			// A copy's filler and exporter go with its end; a cleanup that failed then is done now.
+			if left, err := r.copier.Leftover(ctx, a); err != nil || left {
+				if err == nil {
+					err = r.copier.Cleanup(ctx, a)
+				}
+				if err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+		}
 		if err := r.hotplug.AddVolume(ctx, a.Namespace, a.Spec.VirtualMachineName, d.Add); err != nil {
 			r.recorder.Eventf(a, nil, corev1.EventTypeWarning, "FailedAttach", "Attach", "Error plugging %s %s into VirtualMachine %s: %v",
 				a.Spec.BlockDeviceRef.Kind, a.Spec.BlockDeviceRef.Name, a.Spec.VirtualMachineName, err)

@@ -353,3 +353,21 @@ func TestReconcileCopyOnAnotherNode(t *testing.T) {
 		t.Fatalf("a new copy claim %+v", claim.ObjectMeta)
 	}
 }
+
+// TestReconcileCleansUpAfterTheCopy: a copy recorded on its claim whose filler and exporter were
+// left (their cleanup failed) has them deleted before the claim is plugged in.
+func TestReconcileCleansUpAfterTheCopy(t *testing.T) {
+	a := clusterImageAttachment()
+	claim := CopyClaim(a, storageclass.Choice{Name: "local", VolumeMode: corev1.PersistentVolumeFilesystem, AccessMode: corev1.ReadWriteOnce}, 1<<20)
+	claim.Annotations = map[string]string{AnnotationCopied: "true"}
+	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: FillerName(a), Labels: copyLabels(a, "filler")}}
+	exporter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "d8-virtualization", Name: ExporterName(a)}}
+	w := newWorld(t, a, runningVM(), vmiOn("node1"), clusterImage(), claim, filler, exporter)
+	w.reconcile("a")
+	if w.object("ns", FillerName(a), &corev1.Pod{}) || w.object("d8-virtualization", ExporterName(a), &corev1.Pod{}) {
+		t.Fatal("the filler or the exporter is left")
+	}
+	if len(w.core.adds) != 1 {
+		t.Fatalf("addvolume %v", w.core.adds)
+	}
+}
